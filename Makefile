@@ -1,0 +1,101 @@
+# kgym: the one entry point. `make run` starts the env server, `make test` runs every suite that
+# needs no GPU, `make test-gpu` those that do, `make bench` the benchmarks. See README.md.
+.DEFAULT_GOAL := all
+SHELL := /bin/bash
+
+BUILD   ?= build
+CC      ?= cc
+WERROR  ?= -Werror          # `make WERROR=` on compilers newer than CI's gcc 12
+HOST    ?= 127.0.0.1
+PORT    ?= 8080
+STATE   ?= state
+SERVE_ARGS ?=
+
+PKGS     := libmicrohttpd jansson libpcre2-8
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+CSTD     := -std=c11 -D_GNU_SOURCE
+WARN     := -Wall -Wextra $(WERROR) -Wshadow -Wformat=2 -Wno-format-nonliteral
+CPPFLAGS := -Ienv $(PKG_CFLAGS)
+CFLAGS   ?= -O2 -g
+LDLIBS   := $(PKG_LIBS) -lpthread
+SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+
+# The env server's library: every env/ source but the CLI entry point.
+ENV_SRCS := $(sort $(filter-out env/main.c,$(wildcard env/*.c env/util/*.c env/tools/*.c)))
+ENV_OBJS := $(ENV_SRCS:%.c=$(BUILD)/obj/%.o)
+SAN_OBJS := $(ENV_SRCS:%.c=$(BUILD)/san/%.o)
+UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
+UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
+UNIT_SAN_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/san/tests/%)
+
+KGYM_ENV := $(BUILD)/kgym-env
+
+.PHONY: all run test test-gpu bench clean deps venv unit unit-san format help
+all: $(KGYM_ENV)
+
+help:
+	@echo "make            build $(KGYM_ENV)"
+	@echo "make run        install what is missing, build, serve the bundled tasks on $(HOST):$(PORT)"
+	@echo "make test       every suite that needs no GPU (unit, unit under ASan+UBSan, API, tasks)"
+	@echo "make test-gpu   the GPU suites (on a machine with an NVIDIA GPU)"
+	@echo "make bench      the benchmarks of tests/bench/ (figures go to README.md)"
+	@echo "make clean      remove $(BUILD)/"
+	@echo "variables: PORT, HOST, STATE (state dir), SERVE_ARGS, WERROR (empty to allow warnings), KGYM_VENV"
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CSTD) $(WARN) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/san/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CSTD) $(WARN) $(CPPFLAGS) -O1 -g $(SAN) -MMD -MP -c $< -o $@
+
+$(KGYM_ENV): $(BUILD)/obj/env/main.o $(ENV_OBJS)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(ENV_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
+
+$(BUILD)/san/tests/%: $(BUILD)/san/tests/unit/%.o $(SAN_OBJS)
+	@mkdir -p $(@D)
+	$(CC) -g $(SAN) -o $@ $^ $(LDLIBS) -lcmocka
+
+deps:
+	@mk/deps.sh
+
+venv: deps
+	@mk/venv.sh
+
+unit: $(UNIT_BINS)
+	@mk/run-unit.sh $(UNIT_BINS)
+
+unit-san: $(UNIT_SAN_BINS)
+	@mk/run-unit.sh $(UNIT_SAN_BINS)
+
+run: deps
+	@$(MAKE) --no-print-directory all
+	@mk/venv.sh >/dev/null
+	$(KGYM_ENV) serve --host $(HOST) --port $(PORT) --state-dir $(STATE) --config configs/server.json $(SERVE_ARGS)
+
+test: deps
+	@$(MAKE) --no-print-directory all $(UNIT_BINS) $(UNIT_SAN_BINS)
+	@mk/test.sh
+
+test-gpu: deps
+	@$(MAKE) --no-print-directory all
+	@mk/test-gpu.sh
+
+bench: deps
+	@$(MAKE) --no-print-directory all
+	@mk/bench.sh
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(ENV_OBJS:.o=.d) $(SAN_OBJS:.o=.d) $(BUILD)/obj/env/main.d

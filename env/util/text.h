@@ -1,0 +1,23 @@
+/* text: UTF-8 checks and the head+tail cap every observation goes through. */
+#ifndef KGYM_TEXT_H
+#define KGYM_TEXT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Whether bytes[0..len) is valid UTF-8 (no overlongs, no surrogates, <= U+10FFFF). */
+bool text_is_utf8(const char *bytes, size_t len);
+
+/* Whether the bytes look binary (a NUL in the first 8 KiB, as git and grep decide). */
+bool text_looks_binary(const char *bytes, size_t len);
+
+/* Copies bytes into a new NUL-terminated string of valid UTF-8: each invalid byte becomes
+ * U+FFFD. Never NULL unless memory ran out. */
+char *text_sanitize_utf8(const char *bytes, size_t len);
+
+/* Caps text to at most cap bytes by keeping the head and the tail and putting a marker line
+ * "[... N bytes omitted ...]" between them; cuts only on UTF-8 character boundaries. Returns a
+ * new string; *truncated tells whether anything was cut. Input must be valid UTF-8. */
+char *text_cap_head_tail(const char *text, size_t len, size_t cap, bool *truncated);
+
+#endif

@@ -1,0 +1,56 @@
+/* wspath: the one place where a path the agent (or an HTTP client) names is turned into a file
+ * inside an episode's workspace. Everything that touches workspace files goes through here.
+ *
+ * Rules (DESIGN.md §3.1, issue 2):
+ *  - the workspace is shown to the agent as "/workspace"; "/workspace/x" and "x" name the same file;
+ *  - any other absolute path, a ".." that climbs above the root, an empty path, an embedded NUL
+ *    byte or invalid UTF-8 are refused;
+ *  - symlinks are resolved by the kernel beneath the workspace root (openat2 RESOLVE_BENEATH):
+ *    one that leads outside is refused, never followed. */
+#ifndef KGYM_WSPATH_H
+#define KGYM_WSPATH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#define WS_VIRTUAL_ROOT "/workspace"
+#define WS_PATH_MAX 1024
+
+/* Negative return codes of the wspath functions. Each maps to one in-band error code. */
+enum ws_err {
+    WS_OK = 0,
+    WS_E_INVALID = -1,  /* "INVALID_PATH": empty, NUL byte, not UTF-8, too long */
+    WS_E_OUTSIDE = -2,  /* "PATH_OUTSIDE_WORKSPACE": absolute elsewhere, "..", symlink out */
+    WS_E_NOENT = -3,    /* "FILE_NOT_FOUND" */
+    WS_E_ISDIR = -4,    /* "IS_DIRECTORY" */
+    WS_E_NOTDIR = -5,   /* "NOT_A_DIRECTORY" */
+    WS_E_READONLY = -6, /* "READ_ONLY_FILE": one of the fixed files */
+    WS_E_IO = -7,       /* "IO_ERROR": anything else (errno kept by the caller's message) */
+};
+
+/* The in-band error code string of a ws_err ("PATH_OUTSIDE_WORKSPACE", ...). */
+const char *ws_err_code(int err);
+
+/* Normalises a user path (len bytes, may hold NULs, which are refused) into a path relative to
+ * the workspace root, written to rel (at least WS_PATH_MAX bytes): no leading '/', no "." or
+ * empty segments, ".." folded lexically (climbing above the root is WS_E_OUTSIDE). The root
+ * itself becomes ".". Returns WS_OK or a ws_err. */
+int ws_normalize(const char *user_path, size_t len, char *rel);
+
+/* The path as the agent sees it: "/workspace" or "/workspace/<rel>", into out (WS_PATH_MAX+16). */
+void ws_display(const char *rel, char *out, size_t cap);
+
+/* Opens rel (already normalised) beneath the workspace root fd with openat2(RESOLVE_BENEATH |
+ * RESOLVE_NO_MAGICLINKS), flags as for openat (O_CLOEXEC is always added). Returns an fd, or a
+ * ws_err (symlink escapes give WS_E_OUTSIDE, ENOENT gives WS_E_NOENT, EISDIR WS_E_ISDIR ...). */
+int ws_open(int root_fd, const char *rel, int flags, mode_t mode);
+
+/* Creates the missing parent directories of rel (mode 0755), confined like ws_open. */
+int ws_mkdirs_for(int root_fd, const char *rel);
+
+/* Whether rel is one of the workspace's fixed files (model.py, binding.cpp, binding_registry.h),
+ * which tools may read but never write. */
+bool ws_is_fixed(const char *rel);
+
+#endif
