@@ -53,4 +53,8 @@ int ws_mkdirs_for(int root_fd, const char *rel);
  * which tools may read but never write. */
 bool ws_is_fixed(const char *rel);
 
+/* Total size in bytes of the regular files beneath the root (symlinks not followed), for the
+ * per-episode disk quota. Returns WS_OK or WS_E_IO. */
+int ws_disk_usage(int root_fd, unsigned long long *bytes);
+
 #endif
