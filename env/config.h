@@ -1,0 +1,49 @@
+/* config: the server's settings, from built-in defaults, then a JSON file, then the CLI. */
+#ifndef KGYM_CONFIG_H
+#define KGYM_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "tools/tool.h"
+
+#define CONFIG_MAX_SOURCES 16
+
+typedef enum { DURABILITY_FSYNC, DURABILITY_NONE } durability_mode;
+
+typedef struct server_config {
+    char host[64];
+    int port;
+    char state_dir[512];
+    char template_dir[512];
+    /* Task stores, loaded in order: folders or JSONL files, and KernelBench checkouts/JSONL. */
+    char *tasks[CONFIG_MAX_SOURCES];
+    int n_tasks;
+    char *kernelbench[CONFIG_MAX_SOURCES];
+    int n_kernelbench;
+    int max_episodes;
+    int max_actions_per_turn;
+    int max_steps;          /* default per episode (turns) */
+    double max_wall_s;      /* default per episode */
+    double idle_timeout_s;  /* reaper: an episode idle this long expires (0 = never) */
+    double reaper_interval_s;
+    size_t max_body_bytes;  /* requests with a larger body get 413 */
+    int retry_after_s;      /* advertised with 429 and 503 */
+    double drain_timeout_s; /* SIGTERM: how long in-flight steps may take to finish */
+    int connection_limit;
+    durability_mode durability;
+    bool log_requests;
+    tool_limits limits;
+} server_config;
+
+/* Fills cfg with the defaults (those of configs/server.json). */
+void config_defaults(server_config *cfg);
+/* Applies a JSON config file over cfg. Strict: an unknown key, a wrong type or an out-of-range
+ * value is an error naming the key. Returns 0 or -1 with err filled. */
+int config_load_file(server_config *cfg, const char *path, char *err, size_t errcap);
+/* Adds a task source (kernelbench = false) or a KernelBench source. */
+int config_add_source(server_config *cfg, bool kernelbench, const char *path, char *err,
+                      size_t errcap);
+void config_deinit(server_config *cfg);
+
+#endif
