@@ -5,7 +5,8 @@ SHELL := /bin/bash
 
 BUILD   ?= build
 CC      ?= cc
-WERROR  ?= -Werror          # `make WERROR=` on compilers newer than CI's gcc 12
+# `make WERROR=` on compilers newer than CI's gcc 12 that bring new warnings
+WERROR  ?= -Werror
 HOST    ?= 127.0.0.1
 PORT    ?= 8080
 STATE   ?= state

@@ -1,0 +1,62 @@
+/* The response helpers of api.h: the one error envelope, JSON bodies. */
+#include "api.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void api_response_deinit(api_response *resp)
+{
+    json_decref(resp->json);
+    free(resp->raw);
+    resp->json = NULL;
+    resp->raw = NULL;
+}
+
+void api_json(api_response *resp, int status, json_t *body)
+{
+    json_decref(resp->json);
+    resp->status = status;
+    resp->json = body;
+}
+
+static void fill_error(api_response *resp, int status, const char *code, bool retryable,
+                       json_t *details, const char *message)
+{
+    json_t *err = json_pack("{s:s, s:s, s:b, s:o}", "code", code, "message", message,
+                            "retryable", retryable, "details", details ? details : json_object());
+    api_json(resp, status, json_pack("{s:o}", "error", err));
+}
+
+void api_fail(api_response *resp, int status, const char *code, bool retryable, json_t *details,
+              const char *fmt, ...)
+{
+    char message[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    fill_error(resp, status, code, retryable, details, message);
+}
+
+void api_error_set(api_error *e, int status, const char *code, bool retryable, const char *fmt,
+                   ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+    e->status = status;
+    e->code = code;
+    e->retryable = retryable;
+}
+
+void api_fail_from(api_response *resp, api_error *e)
+{
+    fill_error(resp, e->status ? e->status : 500, e->code ? e->code : "INTERNAL", e->retryable,
+               e->details, e->message);
+    e->details = NULL;
+    if (e->retry_after_s > 0)
+        resp->retry_after_s = e->retry_after_s;
+}

@@ -1,0 +1,903 @@
+#include "episode.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "metrics.h"
+
+#define EP_BUCKETS 65536
+
+struct ep_table {
+    const server_config *cfg;
+    const task_store *tasks;
+    const ws_template *tpl;
+    struct metrics *metrics;
+    char episodes_dir[560];
+    pthread_mutex_t lock; /* guards buckets, refs, in_table, count */
+    struct bucket_node **buckets; /* EP_BUCKETS chains: id -> episode */
+    episode **all;        /* every episode, in creation order (closed ones too) */
+    size_t n_all, cap_all;
+    atomic_long open;     /* episodes holding a workspace */
+};
+
+const char *ep_status_name(ep_status s)
+{
+    static const char *const names[] = {"active", "terminated", "truncated",
+                                        "closed", "expired",    "ended"};
+    return names[s];
+}
+
+double ep_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+void ep_iso_time(double t, char *buf)
+{
+    time_t secs = (time_t)t;
+    struct tm tm;
+    gmtime_r(&secs, &tm);
+    strftime(buf, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+void ep_table_set_metrics(ep_table *t, struct metrics *m)
+{
+    t->metrics = m;
+}
+
+static bool has_workspace(ep_status s)
+{
+    return s == EP_ACTIVE || s == EP_TERMINATED || s == EP_TRUNCATED;
+}
+
+/* ---- table ----------------------------------------------------------------------------------
+ * A hash of chains finds an id in O(1); the creation-ordered array serves listings and the
+ * reaper. */
+
+static size_t id_hash(const char *id)
+{
+    size_t h = 5381;
+    for (const char *p = id; *p; p++)
+        h = h * 33 + (unsigned char)*p;
+    return h;
+}
+
+typedef struct bucket_node {
+    episode *ep;
+    struct bucket_node *next;
+} bucket_node;
+
+static void table_insert_locked(ep_table *t, episode *ep)
+{
+    bucket_node *n = malloc(sizeof *n);
+    if (!n)
+        return;
+    size_t b = id_hash(ep->id) % EP_BUCKETS;
+    n->ep = ep;
+    n->next = t->buckets[b];
+    t->buckets[b] = n;
+    if (t->n_all == t->cap_all) {
+        size_t cap = t->cap_all ? t->cap_all * 2 : 256;
+        episode **p = realloc(t->all, cap * sizeof *p);
+        if (!p)
+            return;
+        t->all = p;
+        t->cap_all = cap;
+    }
+    t->all[t->n_all++] = ep;
+    ep->in_table = true;
+}
+
+static void table_remove_locked(ep_table *t, episode *ep)
+{
+    size_t b = id_hash(ep->id) % EP_BUCKETS;
+    for (bucket_node **pp = &t->buckets[b]; *pp; pp = &(*pp)->next) {
+        if ((*pp)->ep == ep) {
+            bucket_node *dead = *pp;
+            *pp = dead->next;
+            free(dead);
+            break;
+        }
+    }
+    for (size_t i = 0; i < t->n_all; i++) {
+        if (t->all[i] == ep) {
+            memmove(&t->all[i], &t->all[i + 1], (t->n_all - i - 1) * sizeof *t->all);
+            t->n_all--;
+            break;
+        }
+    }
+    ep->in_table = false;
+}
+
+static void episode_free(episode *ep)
+{
+    if (ep->root_fd >= 0)
+        close(ep->root_fd);
+    job_table_free(ep->jobs);
+    traj_close(ep->traj);
+    idem_deinit(&ep->idem);
+    json_decref(ep->options);
+    json_decref(ep->tags);
+    pthread_mutex_destroy(&ep->lock);
+    free(ep);
+}
+
+episode *ep_get(ep_table *t, const char *id)
+{
+    pthread_mutex_lock(&t->lock);
+    episode *found = NULL;
+    for (bucket_node *n = t->buckets[id_hash(id) % EP_BUCKETS]; n && !found; n = n->next)
+        if (strcmp(n->ep->id, id) == 0)
+            found = n->ep;
+    if (found)
+        found->refs++;
+    pthread_mutex_unlock(&t->lock);
+    return found;
+}
+
+void ep_put(ep_table *t, episode *ep)
+{
+    if (!ep)
+        return;
+    pthread_mutex_lock(&t->lock);
+    bool last = --ep->refs == 0 && !ep->in_table;
+    pthread_mutex_unlock(&t->lock);
+    if (last)
+        episode_free(ep);
+}
+
+long ep_open_count(ep_table *t)
+{
+    return atomic_load(&t->open);
+}
+
+ep_table *ep_table_new(const server_config *cfg, const task_store *tasks, const ws_template *tpl,
+                       char *err, size_t errcap)
+{
+    ep_table *t = calloc(1, sizeof *t);
+    if (!t) {
+        snprintf(err, errcap, "out of memory");
+        return NULL;
+    }
+    t->buckets = calloc(EP_BUCKETS, sizeof *t->buckets);
+    if (!t->buckets) {
+        snprintf(err, errcap, "out of memory");
+        free(t);
+        return NULL;
+    }
+    t->cfg = cfg;
+    t->tasks = tasks;
+    t->tpl = tpl;
+    pthread_mutex_init(&t->lock, NULL);
+    snprintf(t->episodes_dir, sizeof t->episodes_dir, "%s/episodes", cfg->state_dir);
+    if ((mkdir(cfg->state_dir, 0755) != 0 && errno != EEXIST) ||
+        (mkdir(t->episodes_dir, 0755) != 0 && errno != EEXIST)) {
+        snprintf(err, errcap, "cannot create state dir %s: %s", t->episodes_dir, strerror(errno));
+        pthread_mutex_destroy(&t->lock);
+        free(t->buckets);
+        free(t);
+        return NULL;
+    }
+    return t;
+}
+
+void ep_table_free(ep_table *t)
+{
+    if (!t)
+        return;
+    for (size_t b = 0; b < EP_BUCKETS; b++) {
+        while (t->buckets[b]) {
+            bucket_node *n = t->buckets[b];
+            t->buckets[b] = n->next;
+            free(n);
+        }
+    }
+    for (size_t i = 0; i < t->n_all; i++)
+        episode_free(t->all[i]);
+    free(t->all);
+    free(t->buckets);
+    pthread_mutex_destroy(&t->lock);
+    free(t);
+}
+
+/* ---- persistence ------------------------------------------------------------------------- */
+
+void ep_trajectory_path(const episode *ep, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s/trajectory.jsonl", ep->dir);
+}
+
+static json_t *meta_json(const episode *ep)
+{
+    char created[32], reset[32];
+    ep_iso_time(ep->created_at, created);
+    ep_iso_time(ep->reset_at, reset);
+    return json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:f, s:f, s:O?, s:O?}", "episode_id", ep->id,
+                     "task_id", ep->task_id, "seed", (json_int_t)ep->seed, "status",
+                     ep_status_name(ep->status), "created_at", created, "reset_at", reset,
+                     "created_unix", ep->created_at, "reset_unix", ep->reset_at, "options",
+                     ep->options, "tags", ep->tags);
+}
+
+/* meta.json: what a restarted server needs to list the episode. Written atomically. */
+static int save_meta(const ep_table *t, const episode *ep)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/meta.json", ep->dir);
+    json_t *m = meta_json(ep);
+    char *text = json_dumps(m, JSON_COMPACT);
+    json_decref(m);
+    if (!text)
+        return -ENOMEM;
+    int rc = write_file_atomic(path, text, strlen(text), t->cfg->durability);
+    free(text);
+    return rc;
+}
+
+int ep_record(episode *ep, json_t *record, api_error *e)
+{
+    char err[256];
+    json_object_set_new(record, "ts", json_real(ep_now()));
+    if (!ep->traj || traj_append(ep->traj, record, err, sizeof err) != 0) {
+        api_error_set(e, 500, "TRAJECTORY_WRITE_FAILED", true, "%s",
+                      ep->traj ? err : "trajectory not open");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- parameters -------------------------------------------------------------------------- */
+
+static const char *const OPTION_KEYS[] = {"max_steps", "max_wall_s", "idle_timeout_s",
+                                          "variant",   "reward_on",  "mode"};
+
+static int check_option(const char *key, const json_t *v, api_error *e)
+{
+    if (strcmp(key, "max_steps") == 0 &&
+        !(json_is_integer(v) && json_integer_value(v) >= 1 && json_integer_value(v) <= 100000))
+        goto bad;
+    if ((strcmp(key, "max_wall_s") == 0 || strcmp(key, "idle_timeout_s") == 0) &&
+        !(json_is_number(v) && json_number_value(v) > 0 && json_number_value(v) <= 30 * 86400))
+        goto bad;
+    if (strcmp(key, "variant") == 0 && !(json_is_string(v) && (strcmp(json_string_value(v), "gpu") == 0 ||
+                                                              strcmp(json_string_value(v), "cpu") == 0)))
+        goto bad;
+    if (strcmp(key, "reward_on") == 0 &&
+        !(json_is_string(v) && (strcmp(json_string_value(v), "best") == 0 ||
+                                strcmp(json_string_value(v), "final") == 0)))
+        goto bad;
+    if (strcmp(key, "mode") == 0 &&
+        !(json_is_string(v) && (strcmp(json_string_value(v), "agentic") == 0 ||
+                                strcmp(json_string_value(v), "single_turn") == 0)))
+        goto bad;
+    return 0;
+bad:
+    api_error_set(e, 422, "VALIDATION_ERROR", false, "option '%s' has an invalid value", key);
+    e->details = json_pack("{s:s}", "option", key);
+    return -1;
+}
+
+static int check_options(const json_t *options, api_error *e)
+{
+    if (!options || json_is_null(options))
+        return 0;
+    if (!json_is_object(options)) {
+        api_error_set(e, 422, "VALIDATION_ERROR", false, "options must be an object");
+        return -1;
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)options, key, v) {
+        bool known = false;
+        for (size_t i = 0; i < sizeof OPTION_KEYS / sizeof OPTION_KEYS[0]; i++)
+            known = known || strcmp(OPTION_KEYS[i], key) == 0;
+        if (!known) {
+            api_error_set(e, 422, "VALIDATION_ERROR", false,
+                          "unknown option '%s' (known: max_steps, max_wall_s, idle_timeout_s, "
+                          "variant, reward_on, mode)",
+                          key);
+            return -1;
+        }
+        if (check_option(key, v, e) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int ep_parse_params(const json_t *body, ep_params *p, api_error *e)
+{
+    memset(p, 0, sizeof *p);
+    if (!body || json_is_null(body))
+        return 0;
+    if (!json_is_object(body)) {
+        api_error_set(e, 400, "BAD_REQUEST", false, "the request body must be a JSON object");
+        return -1;
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)body, key, v) {
+        if (strcmp(key, "task_id") == 0 && (json_is_string(v) || json_is_null(v))) {
+            p->task_id = json_string_value(v);
+        } else if (strcmp(key, "seed") == 0 && json_is_integer(v) && json_integer_value(v) >= 0) {
+            p->has_seed = true;
+            p->seed = (uint64_t)json_integer_value(v);
+        } else if (strcmp(key, "seed") == 0 && json_is_null(v)) {
+            p->has_seed = false;
+        } else if (strcmp(key, "options") == 0) {
+            if (check_options(v, e) != 0)
+                return -1;
+            p->options = json_is_object(v) ? v : NULL;
+        } else if (strcmp(key, "tags") == 0 && (json_is_object(v) || json_is_null(v))) {
+            p->tags = json_is_object(v) ? v : NULL;
+        } else {
+            api_error_set(e, 422, "VALIDATION_ERROR", false,
+                          "field '%s' is unknown or has the wrong type (expected task_id: "
+                          "string, seed: integer >= 0, options: object, tags: object)",
+                          key);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static uint64_t random_u64(void)
+{
+    uint64_t v = 0;
+    if (getrandom(&v, sizeof v, 0) != sizeof v) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        v = (uint64_t)ts.tv_nsec * 6364136223846793005ull ^ (uint64_t)getpid();
+    }
+    return v;
+}
+
+/* ---- workspace set-up -------------------------------------------------------------------- */
+
+static double opt_number(const json_t *options, const char *key, double dflt)
+{
+    const json_t *v = options ? json_object_get(options, key) : NULL;
+    return v ? json_number_value(v) : dflt;
+}
+
+/* The first observation: what the agent is asked to do, in the text it reads first. */
+static json_t *reset_observation(const ep_table *t, const episode *ep, const char *code)
+{
+    const task *tk = ep->task;
+    char *content = NULL;
+    if (asprintf(&content,
+                 "Task %s: %s\n\n"
+                 "Your workspace is /workspace. Read /workspace/SKILL.md first: it explains the "
+                 "workflow, the tools and the rules.\nMake ModelNew in /workspace/model_new.py "
+                 "compute what Model in /workspace/model.py computes, faster, using your own "
+                 "CUDA kernels in /workspace/kernels/.\n\nThe reference, /workspace/model.py:\n"
+                 "```python\n%s\n```\n",
+                 tk->id, tk->description[0] ? tk->description : tk->name, code) < 0)
+        content = NULL;
+    json_t *obs = json_pack("{s:s, s:b, s:{s:s, s:s, s:s, s:o}}", "content",
+                            content ? content : "", "is_error", 0, "data", "task_id", tk->id,
+                            "workdir", WS_VIRTUAL_ROOT, "variant", ep->variant, "files",
+                            ws_template_file_list(t->tpl));
+    free(content);
+    return obs;
+}
+
+static json_t *reset_info(const episode *ep, double reset_ms)
+{
+    char expires[32];
+    ep_iso_time(ep->last_active + ep->idle_timeout_s, expires);
+    return json_pack("{s:s, s:I, s:i, s:i, s:s, s:{s:f}}", "task_id", ep->task_id, "seed",
+                     (json_int_t)ep->seed, "step", 0, "max_steps", ep->max_steps, "expires_at",
+                     expires, "timing", "reset_ms", reset_ms);
+}
+
+/* Creates the workspace and resets counters; the episode lock is held or the episode is new. */
+static int setup_workspace(ep_table *t, episode *ep, const task *tk, const ep_params *p,
+                           api_error *e)
+{
+    char err[512];
+    const char *variant = "gpu";
+    const json_t *opts = p->options ? p->options : ep->options;
+    if (opts && json_object_get(opts, "variant"))
+        variant = json_string_value(json_object_get(opts, "variant"));
+    const char *code = tk->code;
+    if (strcmp(variant, "cpu") == 0) {
+        if (!tk->code_cpu) {
+            api_error_set(e, 422, "VALIDATION_ERROR", false,
+                          "task %s has no CPU-sized variant", tk->id);
+            return -1;
+        }
+        code = tk->code_cpu;
+    }
+    if (ws_remove_tree(ep->work_dir) != 0 ||
+        ws_create(t->tpl, ep->work_dir, code, strlen(code), err, sizeof err) != 0) {
+        api_error_set(e, 500, "WORKSPACE_FAILED", true, "%s", err);
+        return -1;
+    }
+    int fd = open(ep->work_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        api_error_set(e, 500, "WORKSPACE_FAILED", true, "cannot open workspace: %s",
+                      strerror(errno));
+        return -1;
+    }
+    pthread_mutex_lock(&ep->lock); /* root_fd is read under the lock by file downloads */
+    if (ep->root_fd >= 0)
+        close(ep->root_fd);
+    ep->root_fd = fd;
+    pthread_mutex_unlock(&ep->lock);
+    ep->task = tk;
+    snprintf(ep->task_id, sizeof ep->task_id, "%s", tk->id);
+    snprintf(ep->variant, sizeof ep->variant, "%s", variant);
+    ep->seed = p->has_seed ? p->seed : random_u64() >> 1;
+    ep->step = 0;
+    ep->total_reward = 0;
+    ep->max_steps = (int)opt_number(opts, "max_steps", t->cfg->max_steps);
+    ep->max_wall_s = opt_number(opts, "max_wall_s", t->cfg->max_wall_s);
+    ep->idle_timeout_s = opt_number(opts, "idle_timeout_s", t->cfg->idle_timeout_s);
+    ep->reset_at = ep->last_active = ep_now();
+    return 0;
+}
+
+static const task *pick_task(const ep_table *t, const char *task_id, const task *current,
+                             api_error *e)
+{
+    const task *tk = task_id ? task_store_find(t->tasks, task_id)
+                             : (current ? current : task_store_at(t->tasks, 0));
+    if (!tk) {
+        if (task_id)
+            api_error_set(e, 404, "TASK_NOT_FOUND", false, "no task with id '%s'", task_id);
+        else
+            api_error_set(e, 404, "TASK_NOT_FOUND", false, "the server has no tasks loaded");
+    }
+    return tk;
+}
+
+/* Writes meta.json and the reset record; builds the reset response. */
+static int finish_reset(ep_table *t, episode *ep, double t0, json_t **reset_out, api_error *e)
+{
+    const char *code = strcmp(ep->variant, "cpu") == 0 ? ep->task->code_cpu : ep->task->code;
+    double reset_ms = (ep_now() - t0) * 1000.0;
+    json_t *obs = reset_observation(t, ep, code);
+    json_t *info = reset_info(ep, reset_ms);
+    json_t *rec = json_pack("{s:s, s:s, s:s, s:I, s:O?, s:O, s:O}", "type", "reset", "episode_id",
+                            ep->id, "task_id", ep->task_id, "seed", (json_int_t)ep->seed,
+                            "options", ep->options, "observation", obs, "info", info);
+    int rc = save_meta(t, ep);
+    if (rc != 0)
+        api_error_set(e, 500, "STATE_WRITE_FAILED", true, "cannot write meta.json: %s",
+                      strerror(-rc));
+    else
+        rc = ep_record(ep, rec, e);
+    json_decref(rec);
+    if (rc != 0) {
+        json_decref(obs);
+        json_decref(info);
+        return -1;
+    }
+    *reset_out = json_pack("{s:s, s:o, s:o}", "episode_id", ep->id, "observation", obs, "info",
+                           info);
+    if (t->metrics)
+        metrics_reset(t->metrics, reset_ms / 1000.0);
+    return 0;
+}
+
+static episode *episode_alloc(ep_table *t)
+{
+    episode *ep = calloc(1, sizeof *ep);
+    if (!ep)
+        return NULL;
+    uint64_t r = random_u64();
+    snprintf(ep->id, sizeof ep->id, "ep_%016" PRIx64, r);
+    snprintf(ep->dir, sizeof ep->dir, "%s/%s", t->episodes_dir, ep->id);
+    snprintf(ep->work_dir, sizeof ep->work_dir, "%s/work", ep->dir);
+    pthread_mutex_init(&ep->lock, NULL);
+    ep->root_fd = -1;
+    ep->limits = t->cfg->limits;
+    idem_init(&ep->idem, IDEM_DEFAULT_SLOTS);
+    return ep;
+}
+
+/* Takes a capacity slot, or fails with 429. */
+static int take_slot(ep_table *t, api_error *e)
+{
+    long open = atomic_fetch_add(&t->open, 1);
+    if (open >= t->cfg->max_episodes) {
+        atomic_fetch_sub(&t->open, 1);
+        api_error_set(e, 429, "CAPACITY_REACHED", true,
+                      "the server has %ld open episodes, its maximum; close one or retry later",
+                      open);
+        e->retry_after_s = t->cfg->retry_after_s;
+        e->details = json_pack("{s:I, s:i}", "active", (json_int_t)open, "max",
+                               t->cfg->max_episodes);
+        return -1;
+    }
+    return 0;
+}
+
+static int open_episode_files(ep_table *t, episode *ep, api_error *e)
+{
+    char err[512], path[700], jobs_dir[700];
+    if (mkdir(ep->dir, 0700) != 0) {
+        api_error_set(e, 500, "STATE_WRITE_FAILED", true, "cannot create %s: %s", ep->dir,
+                      strerror(errno));
+        return -1;
+    }
+    ep_trajectory_path(ep, path, sizeof path);
+    ep->traj = traj_open(path, t->cfg->durability, err, sizeof err);
+    snprintf(jobs_dir, sizeof jobs_dir, "%s/jobs", ep->dir);
+    ep->jobs = job_table_new(jobs_dir, ep->limits.max_background_jobs);
+    if (!ep->traj || !ep->jobs) {
+        api_error_set(e, 500, "STATE_WRITE_FAILED", true, "%s",
+                      ep->traj ? "cannot create the job table" : err);
+        return -1;
+    }
+    return 0;
+}
+
+int ep_create(ep_table *t, const ep_params *p, episode **out, json_t **reset_out, api_error *e)
+{
+    double t0 = ep_now();
+    const task *tk = pick_task(t, p->task_id, NULL, e);
+    if (!tk || take_slot(t, e) != 0)
+        return -1;
+    episode *ep = episode_alloc(t);
+    if (!ep) {
+        atomic_fetch_sub(&t->open, 1);
+        api_error_set(e, 500, "INTERNAL", true, "out of memory");
+        return -1;
+    }
+    ep->options = p->options ? json_incref(p->options) : NULL;
+    ep->tags = p->tags ? json_incref(p->tags) : NULL;
+    ep->created_at = t0;
+    ep->status = EP_ACTIVE;
+    if (open_episode_files(t, ep, e) != 0 || setup_workspace(t, ep, tk, p, e) != 0 ||
+        finish_reset(t, ep, t0, reset_out, e) != 0) {
+        ws_remove_tree(ep->dir);
+        episode_free(ep);
+        atomic_fetch_sub(&t->open, 1);
+        return -1;
+    }
+    pthread_mutex_lock(&t->lock);
+    table_insert_locked(t, ep);
+    ep->refs = 1;
+    pthread_mutex_unlock(&t->lock);
+    *out = ep;
+    return 0;
+}
+
+/* Status checks shared by step and reset: a closed/expired/ended episode is gone (410). */
+static int check_not_gone(const episode *ep, api_error *e)
+{
+    if (ep->status == EP_CLOSED) {
+        api_error_set(e, 410, "EPISODE_CLOSED", false, "episode %s was closed", ep->id);
+        return -1;
+    }
+    if (ep->status == EP_EXPIRED) {
+        api_error_set(e, 410, "EPISODE_EXPIRED", false,
+                      "episode %s expired after %.0f s idle; create a new one", ep->id,
+                      ep->idle_timeout_s);
+        return -1;
+    }
+    if (ep->status == EP_ENDED) {
+        api_error_set(e, 410, "EPISODE_ENDED", false,
+                      "episode %s ended when the server restarted; its trajectory is kept",
+                      ep->id);
+        return -1;
+    }
+    return 0;
+}
+
+static int check_not_busy(const episode *ep, api_error *e)
+{
+    if (ep->busy) {
+        api_error_set(e, 409, "EPISODE_BUSY", true,
+                      "episode %s has a request in flight; one at a time", ep->id);
+        return -1;
+    }
+    return 0;
+}
+
+int ep_reset(ep_table *t, episode *ep, const ep_params *p, json_t **reset_out, api_error *e)
+{
+    double t0 = ep_now();
+    pthread_mutex_lock(&ep->lock);
+    int rc = check_not_gone(ep, e) ? -1 : check_not_busy(ep, e);
+    const task *tk = rc ? NULL : pick_task(t, p->task_id, ep->task, e);
+    if (!tk) {
+        pthread_mutex_unlock(&ep->lock);
+        return -1;
+    }
+    ep->busy = true;
+    pthread_mutex_unlock(&ep->lock);
+
+    /* The old jobs die with the old workspace. */
+    job_table_free(ep->jobs);
+    char jobs_dir[700];
+    snprintf(jobs_dir, sizeof jobs_dir, "%s/jobs", ep->dir);
+    ep->jobs = job_table_new(jobs_dir, ep->limits.max_background_jobs);
+    if (p->options) {
+        json_decref(ep->options);
+        ep->options = json_incref(p->options);
+    }
+    if (p->tags) {
+        json_decref(ep->tags);
+        ep->tags = json_incref(p->tags);
+    }
+    rc = setup_workspace(t, ep, tk, p, e);
+    if (rc == 0) {
+        ep->status = EP_ACTIVE;
+        rc = finish_reset(t, ep, t0, reset_out, e);
+    }
+    pthread_mutex_lock(&ep->lock);
+    ep->busy = false;
+    ep->last_active = ep_now();
+    pthread_mutex_unlock(&ep->lock);
+    return rc;
+}
+
+/* Frees what an open episode holds: jobs, the workspace fd and files. Lock not held. */
+static void release_workspace(ep_table *t, episode *ep)
+{
+    job_table_free(ep->jobs);
+    ep->jobs = NULL;
+    pthread_mutex_lock(&ep->lock);
+    if (ep->root_fd >= 0)
+        close(ep->root_fd);
+    ep->root_fd = -1;
+    pthread_mutex_unlock(&ep->lock);
+    ws_remove_tree(ep->work_dir);
+    char jobs_dir[700];
+    snprintf(jobs_dir, sizeof jobs_dir, "%s/jobs", ep->dir);
+    ws_remove_tree(jobs_dir);
+    atomic_fetch_sub(&t->open, 1);
+}
+
+/* Moves an open episode to a final status (closed/expired), durably. Caller made it busy. */
+static void finish_episode(ep_table *t, episode *ep, ep_status status, const char *reason)
+{
+    api_error ignored = {0};
+    release_workspace(t, ep);
+    ep->status = status;
+    save_meta(t, ep);
+    json_t *rec = json_pack("{s:s, s:s}", "type", "close", "reason", reason);
+    ep_record(ep, rec, &ignored);
+    json_decref(rec);
+    json_decref(ignored.details);
+    if (t->metrics)
+        metrics_episode_end(t->metrics, reason);
+}
+
+int ep_close(ep_table *t, episode *ep, bool purge, api_error *e)
+{
+    pthread_mutex_lock(&ep->lock);
+    if (check_not_busy(ep, e) != 0) {
+        pthread_mutex_unlock(&ep->lock);
+        return -1;
+    }
+    bool open = has_workspace(ep->status);
+    ep->busy = true;
+    pthread_mutex_unlock(&ep->lock);
+
+    if (open)
+        finish_episode(t, ep, EP_CLOSED, "closed");
+    if (purge) {
+        traj_close(ep->traj);
+        ep->traj = NULL;
+        ws_remove_tree(ep->dir);
+        if (t->metrics)
+            metrics_episode_end(t->metrics, "purged");
+        pthread_mutex_lock(&t->lock);
+        if (ep->in_table)
+            table_remove_locked(t, ep);
+        pthread_mutex_unlock(&t->lock);
+    }
+    pthread_mutex_lock(&ep->lock);
+    ep->busy = false;
+    pthread_mutex_unlock(&ep->lock);
+    return 0;
+}
+
+int ep_begin_step(episode *ep, api_error *e)
+{
+    pthread_mutex_lock(&ep->lock);
+    int rc = check_not_gone(ep, e);
+    if (rc == 0 && (ep->status == EP_TERMINATED || ep->status == EP_TRUNCATED)) {
+        api_error_set(e, 409, "EPISODE_TERMINATED", false,
+                      "episode %s is %s; reset it or delete it", ep->id,
+                      ep_status_name(ep->status));
+        rc = -1;
+    }
+    if (rc == 0)
+        rc = check_not_busy(ep, e);
+    if (rc == 0)
+        ep->busy = true;
+    pthread_mutex_unlock(&ep->lock);
+    return rc;
+}
+
+void ep_end_step(episode *ep)
+{
+    pthread_mutex_lock(&ep->lock);
+    ep->busy = false;
+    ep->last_active = ep_now();
+    pthread_mutex_unlock(&ep->lock);
+}
+
+void ep_tool_env(episode *ep, tool_env *env)
+{
+    env->root_fd = ep->root_fd;
+    env->root_path = ep->work_dir;
+    env->episode_dir = ep->dir;
+    env->limits = &ep->limits;
+    env->jobs = ep->jobs;
+}
+
+void ep_mark_done(ep_table *t, episode *ep, ep_status status)
+{
+    pthread_mutex_lock(&ep->lock);
+    ep->status = status;
+    pthread_mutex_unlock(&ep->lock);
+    save_meta(t, ep);
+    if (t->metrics)
+        metrics_episode_end(t->metrics, ep_status_name(status));
+}
+
+/* ---- views ------------------------------------------------------------------------------- */
+
+json_t *ep_state_json(episode *ep)
+{
+    pthread_mutex_lock(&ep->lock);
+    char created[32], reset[32], expires[32], active[32];
+    ep_iso_time(ep->created_at, created);
+    ep_iso_time(ep->reset_at, reset);
+    ep_iso_time(ep->last_active, active);
+    ep_iso_time(ep->last_active + ep->idle_timeout_s, expires);
+    bool open = has_workspace(ep->status);
+    json_t *j = json_pack(
+        "{s:s, s:s, s:s, s:I, s:i, s:i, s:b, s:b, s:b, s:s, s:s, s:s, s:s?, s:f, s:O?, s:O?}",
+        "episode_id", ep->id, "status", ep_status_name(ep->status), "task_id", ep->task_id,
+        "seed", (json_int_t)ep->seed, "step", ep->step, "max_steps", ep->max_steps, "terminated",
+        ep->status == EP_TERMINATED, "truncated", ep->status == EP_TRUNCATED, "busy", ep->busy,
+        "created_at", created, "reset_at", reset, "last_active_at", active, "expires_at",
+        open ? expires : NULL, "total_reward", ep->total_reward, "options", ep->options, "tags",
+        ep->tags);
+    pthread_mutex_unlock(&ep->lock);
+    return j;
+}
+
+json_t *ep_list_json(ep_table *t, const char *status_filter)
+{
+    /* Take references under the table lock, build JSON outside it. */
+    pthread_mutex_lock(&t->lock);
+    size_t n = t->n_all;
+    episode **snap = malloc((n ? n : 1) * sizeof *snap);
+    for (size_t i = 0; snap && i < n; i++) {
+        snap[i] = t->all[i];
+        snap[i]->refs++;
+    }
+    pthread_mutex_unlock(&t->lock);
+    json_t *list = json_array();
+    for (size_t i = 0; snap && i < n; i++) {
+        json_t *s = ep_state_json(snap[i]);
+        const char *st = json_string_value(json_object_get(s, "status"));
+        if (!status_filter || strcmp(status_filter, st) == 0)
+            json_array_append(list, s);
+        json_decref(s);
+        ep_put(t, snap[i]);
+    }
+    free(snap);
+    return list;
+}
+
+/* ---- reaper and recovery ----------------------------------------------------------------- */
+
+int ep_reap_idle(ep_table *t, double now)
+{
+    pthread_mutex_lock(&t->lock);
+    size_t n = t->n_all;
+    episode **snap = malloc((n ? n : 1) * sizeof *snap);
+    for (size_t i = 0; snap && i < n; i++) {
+        snap[i] = t->all[i];
+        snap[i]->refs++;
+    }
+    pthread_mutex_unlock(&t->lock);
+    int reaped = 0;
+    for (size_t i = 0; snap && i < n; i++) {
+        episode *ep = snap[i];
+        pthread_mutex_lock(&ep->lock);
+        bool due = has_workspace(ep->status) && !ep->busy && ep->idle_timeout_s > 0 &&
+                   now - ep->last_active > ep->idle_timeout_s;
+        if (due)
+            ep->busy = true;
+        pthread_mutex_unlock(&ep->lock);
+        if (due) {
+            finish_episode(t, ep, EP_EXPIRED, "reaped");
+            pthread_mutex_lock(&ep->lock);
+            ep->busy = false;
+            pthread_mutex_unlock(&ep->lock);
+            reaped++;
+        }
+        ep_put(t, ep);
+    }
+    free(snap);
+    return reaped;
+}
+
+/* Loads one episode a previous run left behind, as ended. */
+static int recover_one(ep_table *t, const char *id)
+{
+    char path[700], err[256];
+    snprintf(path, sizeof path, "%s/%s/meta.json", t->episodes_dir, id);
+    json_t *meta = json_load_file(path, 0, NULL);
+    if (!json_is_object(meta)) {
+        json_decref(meta);
+        return -1;
+    }
+    episode *ep = episode_alloc(t);
+    if (!ep) {
+        json_decref(meta);
+        return -1;
+    }
+    snprintf(ep->id, sizeof ep->id, "%s", id);
+    snprintf(ep->dir, sizeof ep->dir, "%s/%s", t->episodes_dir, id);
+    snprintf(ep->work_dir, sizeof ep->work_dir, "%s/work", ep->dir);
+    const char *task_id = json_string_value(json_object_get(meta, "task_id"));
+    const char *status = json_string_value(json_object_get(meta, "status"));
+    snprintf(ep->task_id, sizeof ep->task_id, "%s", task_id ? task_id : "");
+    ep->seed = (uint64_t)json_integer_value(json_object_get(meta, "seed"));
+    ep->created_at = json_number_value(json_object_get(meta, "created_unix"));
+    ep->reset_at = ep->last_active = json_number_value(json_object_get(meta, "reset_unix"));
+    ep->options = json_incref(json_object_get(meta, "options"));
+    ep->tags = json_incref(json_object_get(meta, "tags"));
+    ep->task = task_store_find(t->tasks, ep->task_id);
+    /* Closed and expired stay what they were; anything that was open has ended. */
+    ep->status = (status && strcmp(status, "closed") == 0)    ? EP_CLOSED
+                 : (status && strcmp(status, "expired") == 0) ? EP_EXPIRED
+                                                              : EP_ENDED;
+    json_decref(meta);
+    if (ep->status == EP_ENDED) {
+        ws_remove_tree(ep->work_dir);
+        char jobs_dir[700];
+        snprintf(jobs_dir, sizeof jobs_dir, "%s/jobs", ep->dir);
+        ws_remove_tree(jobs_dir);
+        save_meta(t, ep);
+    }
+    ep_trajectory_path(ep, path, sizeof path);
+    ep->traj = traj_open(path, t->cfg->durability, err, sizeof err); /* cuts a torn last line */
+    if (ep->traj)
+        ep->step = 0;
+    pthread_mutex_lock(&t->lock);
+    table_insert_locked(t, ep);
+    pthread_mutex_unlock(&t->lock);
+    return 0;
+}
+
+int ep_table_recover(ep_table *t, char *err, size_t errcap)
+{
+    DIR *d = opendir(t->episodes_dir);
+    if (!d) {
+        snprintf(err, errcap, "cannot read %s: %s", t->episodes_dir, strerror(errno));
+        return -1;
+    }
+    int found = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (strncmp(de->d_name, "ep_", 3) != 0 || strlen(de->d_name) != EP_ID_LEN)
+            continue;
+        if (recover_one(t, de->d_name) == 0)
+            found++;
+    }
+    closedir(d);
+    return found;
+}

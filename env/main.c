@@ -1,0 +1,183 @@
+/* kgym-env: the environment server's command line. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server.h"
+
+static void usage(FILE *out)
+{
+    fputs("usage: kgym-env <command> [options]\n"
+          "\n"
+          "commands:\n"
+          "  serve      run the environment server (JSON over HTTP)\n"
+          "  version    print the version\n"
+          "  help       this text (also --help after any command)\n"
+          "\n"
+          "serve options (each overrides configs/server.json, which overrides the defaults):\n"
+          "  --config PATH        JSON config file (unknown keys are an error)\n"
+          "  --host ADDR          IPv4 address to listen on (default 127.0.0.1)\n"
+          "  --port N             TCP port (default 8080; 0 picks a free one)\n"
+          "  --tasks PATH         task folder or JSONL file; repeatable; replaces the config's\n"
+          "  --kernelbench PATH   KernelBench checkout folder or {level,problem_id,name,code}\n"
+          "                       JSONL; repeatable; tasks get ids kb/L<level>/<problem_id>\n"
+          "  --state-dir DIR      episodes, workspaces and trajectories (default ./state)\n"
+          "  --template DIR       agent workspace template (default env/template)\n"
+          "  --max-episodes N     open episodes at once (429 past it)\n"
+          "  --idle-timeout S     reap episodes idle this many seconds (0 = never)\n"
+          "  --durability MODE    fsync (default: every step durable before the reply) | none\n"
+          "  --quiet              no per-request log lines\n"
+          "\n"
+          "The API is described in README.md. SIGTERM drains: in-flight steps finish, new\n"
+          "episodes get 503, then the server exits.\n",
+          out);
+}
+
+enum { OPT_CONFIG = 1000, OPT_TEMPLATE, OPT_IDLE, OPT_DURABILITY };
+
+static int parse_number(const char *flag, const char *s, double lo, double hi, double *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (!*s || *end || v < lo || v > hi) {
+        fprintf(stderr, "kgym-env: %s needs a number in [%g, %g], got '%s'\n", flag, lo, hi, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* Options are read twice: first only --config (it is the base), then everything else. */
+static int find_config(int argc, char **argv, server_config *cfg)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *path = NULL;
+        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+            path = argv[i + 1];
+        else if (strncmp(argv[i], "--config=", 9) == 0)
+            path = argv[i] + 9;
+        if (path) {
+            char err[512];
+            if (config_load_file(cfg, path, err, sizeof err) != 0) {
+                fprintf(stderr, "kgym-env: %s\n", err);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+static int apply_option(server_config *cfg, int opt, const char *arg, bool *sources_replaced)
+{
+    double v;
+    char err[256];
+    switch (opt) {
+    case 'H': snprintf(cfg->host, sizeof cfg->host, "%s", arg); return 0;
+    case 'p':
+        if (parse_number("--port", arg, 0, 65535, &v))
+            return -1;
+        cfg->port = (int)v;
+        return 0;
+    case 's': snprintf(cfg->state_dir, sizeof cfg->state_dir, "%s", arg); return 0;
+    case OPT_TEMPLATE: snprintf(cfg->template_dir, sizeof cfg->template_dir, "%s", arg); return 0;
+    case 'm':
+        if (parse_number("--max-episodes", arg, 1, 1e6, &v))
+            return -1;
+        cfg->max_episodes = (int)v;
+        return 0;
+    case OPT_IDLE:
+        if (parse_number("--idle-timeout", arg, 0, 30 * 86400, &v))
+            return -1;
+        cfg->idle_timeout_s = v;
+        return 0;
+    case OPT_DURABILITY:
+        if (strcmp(arg, "fsync") && strcmp(arg, "none")) {
+            fprintf(stderr, "kgym-env: --durability is fsync or none\n");
+            return -1;
+        }
+        cfg->durability = strcmp(arg, "fsync") == 0 ? DURABILITY_FSYNC : DURABILITY_NONE;
+        return 0;
+    case 'q': cfg->log_requests = false; return 0;
+    case 't':
+    case 'k':
+        if (!*sources_replaced) {
+            config_deinit(cfg); /* command-line sources replace the config file's */
+            *sources_replaced = true;
+        }
+        if (config_add_source(cfg, opt == 'k', arg, err, sizeof err) != 0) {
+            fprintf(stderr, "kgym-env: %s\n", err);
+            return -1;
+        }
+        return 0;
+    default: return 0;
+    }
+}
+
+static int cmd_serve(int argc, char **argv)
+{
+    static const struct option OPTS[] = {
+        {"config", required_argument, NULL, OPT_CONFIG},
+        {"host", required_argument, NULL, 'H'},
+        {"port", required_argument, NULL, 'p'},
+        {"tasks", required_argument, NULL, 't'},
+        {"kernelbench", required_argument, NULL, 'k'},
+        {"state-dir", required_argument, NULL, 's'},
+        {"template", required_argument, NULL, OPT_TEMPLATE},
+        {"max-episodes", required_argument, NULL, 'm'},
+        {"idle-timeout", required_argument, NULL, OPT_IDLE},
+        {"durability", required_argument, NULL, OPT_DURABILITY},
+        {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    static server srv; /* the process's one context */
+    config_defaults(&srv.cfg);
+    if (find_config(argc, argv, &srv.cfg) != 0)
+        return 2;
+    bool replaced = false;
+    int opt;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "h", OPTS, NULL)) != -1) {
+        if (opt == 'h') {
+            usage(stdout);
+            return 0;
+        }
+        if (opt == '?' || apply_option(&srv.cfg, opt, optarg, &replaced) != 0) {
+            fprintf(stderr, "kgym-env: see kgym-env serve --help\n");
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "kgym-env: unexpected argument '%s'; see kgym-env serve --help\n",
+                argv[optind]);
+        return 2;
+    }
+    char err[1024];
+    int rc = 0;
+    if (server_init(&srv, err, sizeof err) != 0 || server_run(&srv, err, sizeof err) != 0) {
+        fprintf(stderr, "kgym-env: %s\n", err);
+        rc = 1;
+    }
+    server_deinit(&srv);
+    config_deinit(&srv.cfg);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 ||
+        strcmp(argv[1], "-h") == 0) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {
+        printf("kgym-env %s\n", KGYM_VERSION);
+        return 0;
+    }
+    if (strcmp(argv[1], "serve") == 0)
+        return cmd_serve(argc - 1, argv + 1);
+    fprintf(stderr, "kgym-env: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

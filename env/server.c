@@ -1,0 +1,373 @@
+/* The HTTP front end over libmicrohttpd, the server's lifecycle (start, reaper, drain) and
+ * the request log. Routes know nothing of HTTP: they take an api_request and fill an
+ * api_response (api.h). */
+#include "server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "util/strbuf.h"
+
+/* ---- logging ----------------------------------------------------------------------------- */
+
+void server_log(const char *level, const char *event, json_t *fields)
+{
+    json_t *line = fields ? fields : json_object();
+    char ts[32];
+    ep_iso_time(ep_now(), ts);
+    json_object_set_new(line, "ts", json_string(ts));
+    json_object_set_new(line, "level", json_string(level));
+    json_object_set_new(line, "event", json_string(event));
+    char *text = json_dumps(line, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(line);
+    if (!text)
+        return;
+    size_t n = strlen(text);
+    text[n] = '\n'; /* one write per line: lines from different threads never interleave */
+    ssize_t w = write(STDERR_FILENO, text, n + 1);
+    (void)w;
+    free(text);
+}
+
+/* ---- one HTTP request -------------------------------------------------------------------- */
+
+typedef struct request_ctx {
+    strbuf body;
+    bool too_large;
+    size_t limit;
+    struct timespec start;
+} request_ctx;
+
+static double elapsed_ms(const struct timespec *start)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (now.tv_sec - start->tv_sec) * 1e3 + (now.tv_nsec - start->tv_nsec) / 1e6;
+}
+
+static enum MHD_Result collect_query(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value)
+{
+    (void)kind;
+    if (key && json_is_object((json_t *)cls))
+        json_object_set_new((json_t *)cls, key, json_string(value ? value : ""));
+    return MHD_YES;
+}
+
+/* The route pattern for metrics: ids replaced so label cardinality stays small. */
+static void route_pattern(const char *path, char *out, size_t cap)
+{
+    if (strncmp(path, "/v1/episodes/", 13) == 0 && path[13]) {
+        const char *rest = strchr(path + 13, '/');
+        if (!rest)
+            snprintf(out, cap, "/v1/episodes/{id}");
+        else if (strncmp(rest, "/tools/", 7) == 0)
+            snprintf(out, cap, "/v1/episodes/{id}/tools/{tool}");
+        else if (strncmp(rest, "/files", 6) == 0)
+            snprintf(out, cap, "/v1/episodes/{id}/files/{path}");
+        else
+            snprintf(out, cap, "/v1/episodes/{id}%.40s", rest);
+    } else if (strncmp(path, "/v1/tasks/", 10) == 0) {
+        snprintf(out, cap, "/v1/tasks/{id}");
+    } else if (strcmp(path, "/v1/health") == 0 || strcmp(path, "/v1/info") == 0 ||
+               strcmp(path, "/v1/tools") == 0 || strcmp(path, "/v1/tasks") == 0 ||
+               strcmp(path, "/v1/episodes") == 0 || strcmp(path, "/v1/batch") == 0 ||
+               strcmp(path, "/metrics") == 0 || strcmp(path, "/v1/metrics") == 0) {
+        snprintf(out, cap, "%s", path);
+    } else {
+        snprintf(out, cap, "other");
+    }
+}
+
+static struct MHD_Response *build_response(const api_response *resp, const char *request_id)
+{
+    struct MHD_Response *r;
+    if (resp->raw) {
+        r = MHD_create_response_from_buffer(resp->raw_len, resp->raw, MHD_RESPMEM_MUST_COPY);
+        if (r)
+            MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
+                                    resp->content_type ? resp->content_type
+                                                       : "application/octet-stream");
+    } else {
+        char *text = resp->json ? json_dumps(resp->json, JSON_COMPACT) : strdup("{}");
+        if (!text)
+            return NULL;
+        size_t n = strlen(text);
+        text[n] = '\n';
+        r = MHD_create_response_from_buffer(n + 1, text, MHD_RESPMEM_MUST_FREE);
+        if (!r)
+            free(text);
+        else
+            MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    }
+    if (!r)
+        return NULL;
+    char num[32];
+    if (resp->retry_after_s > 0) {
+        snprintf(num, sizeof num, "%d", resp->retry_after_s);
+        MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, num);
+    }
+    if (resp->location[0])
+        MHD_add_response_header(r, MHD_HTTP_HEADER_LOCATION, resp->location);
+    MHD_add_response_header(r, "X-Request-Id", request_id);
+    return r;
+}
+
+static void log_request(server *srv, const char *method, const char *path,
+                        const api_response *resp, const char *request_id, double ms)
+{
+    if (!srv->cfg.log_requests)
+        return;
+    json_t *f = json_pack("{s:s, s:s, s:s, s:i, s:f}", "request_id", request_id, "method", method,
+                          "path", path, "status", resp->status, "ms", ms);
+    if (!f) /* a path that is not UTF-8 */
+        f = json_pack("{s:s, s:s, s:i, s:f}", "request_id", request_id, "method", method,
+                      "status", resp->status, "ms", ms);
+    if (resp->episode_id[0])
+        json_object_set_new(f, "episode_id", json_string(resp->episode_id));
+    if (resp->tool[0])
+        json_object_set_new(f, "tool", json_string(resp->tool));
+    if (resp->status >= 400 && resp->json) {
+        const char *code = json_string_value(
+            json_object_get(json_object_get(resp->json, "error"), "code"));
+        if (code)
+            json_object_set_new(f, "error", json_string(code));
+    }
+    server_log(resp->status >= 500 ? "error" : "info", "request", f);
+}
+
+static enum MHD_Result handle(server *srv, struct MHD_Connection *conn, const char *url,
+                             const char *method, request_ctx *ctx)
+{
+    char request_id[32];
+    snprintf(request_id, sizeof request_id, "req_%lx",
+             (unsigned long)atomic_fetch_add(&srv->request_seq, 1));
+    api_response resp = {0};
+    if (ctx->too_large) {
+        api_fail(&resp, 413, "PAYLOAD_TOO_LARGE", false,
+                 json_pack("{s:I}", "max_body_bytes", (json_int_t)ctx->limit),
+                 "the request body exceeds %zu bytes", ctx->limit);
+    } else {
+        json_t *query = json_object();
+        MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, collect_query, query);
+        api_request req = {
+            .method = method,
+            .path = url,
+            .query = query,
+            .body = ctx->body.data,
+            .body_len = ctx->body.len,
+            .idempotency_key =
+                MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Idempotency-Key"),
+            .request_id = request_id,
+        };
+        api_dispatch(srv, &req, &resp);
+        json_decref(query);
+    }
+    double ms = elapsed_ms(&ctx->start);
+    char pattern[96];
+    route_pattern(url, pattern, sizeof pattern);
+    metrics_http(srv->metrics, pattern, resp.status, ms / 1000.0);
+    log_request(srv, method, url, &resp, request_id, ms);
+    struct MHD_Response *r = build_response(&resp, request_id);
+    enum MHD_Result ok = r ? MHD_queue_response(conn, (unsigned)resp.status, r) : MHD_NO;
+    if (r)
+        MHD_destroy_response(r);
+    api_response_deinit(&resp);
+    return ok;
+}
+
+/* libmicrohttpd calls this first with the headers, then with body chunks, then with none. */
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls)
+{
+    (void)version;
+    server *srv = cls;
+    request_ctx *ctx = *con_cls;
+    if (!ctx) {
+        ctx = calloc(1, sizeof *ctx);
+        if (!ctx)
+            return MHD_NO;
+        clock_gettime(CLOCK_MONOTONIC, &ctx->start);
+        bool put = strcmp(method, "PUT") == 0;
+        ctx->limit = srv->cfg.max_body_bytes;
+        if (put && srv->cfg.limits.max_file_bytes > ctx->limit)
+            ctx->limit = srv->cfg.limits.max_file_bytes;
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+        if (cl && strtoull(cl, NULL, 10) > ctx->limit)
+            ctx->too_large = true;
+        *con_cls = ctx;
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        /* An oversized body is read and dropped, so the 413 reaches a client still sending. */
+        if (!ctx->too_large && ctx->body.len + *upload_data_size > ctx->limit)
+            ctx->too_large = true;
+        if (!ctx->too_large && sb_append(&ctx->body, upload_data, *upload_data_size) != 0)
+            ctx->too_large = true;
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    return handle(srv, conn, url, method, ctx);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode code)
+{
+    (void)cls;
+    (void)conn;
+    (void)code;
+    request_ctx *ctx = *con_cls;
+    if (ctx) {
+        sb_free(&ctx->body);
+        free(ctx);
+        *con_cls = NULL;
+    }
+}
+
+/* ---- lifecycle --------------------------------------------------------------------------- */
+
+static int load_tasks(server *srv, char *err, size_t errcap)
+{
+    srv->tasks = task_store_new();
+    if (!srv->tasks) {
+        snprintf(err, errcap, "out of memory");
+        return -1;
+    }
+    for (int i = 0; i < srv->cfg.n_tasks; i++) {
+        const char *p = srv->cfg.tasks[i];
+        size_t n = strlen(p);
+        bool jsonl = n > 6 && strcmp(p + n - 6, ".jsonl") == 0;
+        int rc = jsonl ? task_store_load_jsonl(srv->tasks, p, err, errcap)
+                       : task_store_load_dir(srv->tasks, p, err, errcap);
+        if (rc < 0)
+            return -1;
+    }
+    for (int i = 0; i < srv->cfg.n_kernelbench; i++)
+        if (task_store_load_kernelbench(srv->tasks, srv->cfg.kernelbench[i], err, errcap) < 0)
+            return -1;
+    if (task_store_count(srv->tasks) == 0) {
+        snprintf(err, errcap, "no tasks loaded: give --tasks or --kernelbench");
+        return -1;
+    }
+    return 0;
+}
+
+int server_init(server *srv, char *err, size_t errcap)
+{
+    srv->started_at = ep_now();
+    pthread_mutex_init(&srv->global_idem_lock, NULL);
+    if (idem_init(&srv->global_idem, 1024) != 0 || !(srv->metrics = metrics_new())) {
+        snprintf(err, errcap, "out of memory");
+        return -1;
+    }
+    if (load_tasks(srv, err, errcap) != 0)
+        return -1;
+    srv->tpl = ws_template_load(srv->cfg.template_dir, err, errcap);
+    if (!srv->tpl)
+        return -1;
+    srv->episodes = ep_table_new(&srv->cfg, srv->tasks, srv->tpl, err, errcap);
+    if (!srv->episodes)
+        return -1;
+    ep_table_set_metrics(srv->episodes, srv->metrics);
+    int found = ep_table_recover(srv->episodes, err, errcap);
+    if (found < 0)
+        return -1;
+    server_log("info", "recovered",
+               json_pack("{s:i, s:s}", "episodes", found, "state_dir", srv->cfg.state_dir));
+    return 0;
+}
+
+void server_deinit(server *srv)
+{
+    ep_table_free(srv->episodes);
+    ws_template_free(srv->tpl);
+    task_store_free(srv->tasks);
+    metrics_free(srv->metrics);
+    idem_deinit(&srv->global_idem);
+    pthread_mutex_destroy(&srv->global_idem_lock);
+}
+
+static int start_daemon(server *srv, char *err, size_t errcap)
+{
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)srv->cfg.port)};
+    if (inet_pton(AF_INET, srv->cfg.host, &addr.sin_addr) != 1) {
+        snprintf(err, errcap, "--host %s is not an IPv4 address", srv->cfg.host);
+        return -1;
+    }
+    srv->daemon = MHD_start_daemon(
+        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+            MHD_USE_ERROR_LOG,
+        (uint16_t)srv->cfg.port, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, &addr,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)srv->cfg.connection_limit, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)900,
+        MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
+    if (!srv->daemon) {
+        snprintf(err, errcap, "cannot listen on %s:%d (in use, or not permitted)", srv->cfg.host,
+                 srv->cfg.port);
+        return -1;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(srv->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    srv->bound_port = info ? info->port : srv->cfg.port;
+    return 0;
+}
+
+/* Waits up to drain_timeout_s for in-flight steps to finish. */
+static void drain(server *srv)
+{
+    double deadline = ep_now() + srv->cfg.drain_timeout_s;
+    server_log("info", "draining",
+               json_pack("{s:I}", "in_flight", (json_int_t)atomic_load(&srv->in_flight)));
+    while (atomic_load(&srv->in_flight) > 0 && ep_now() < deadline) {
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+int server_run(server *srv, char *err, size_t errcap)
+{
+    /* Signals go to this thread only (sigwait below); the threads libmicrohttpd and spawn
+     * create inherit the blocked mask. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    if (start_daemon(srv, err, errcap) != 0)
+        return -1;
+    server_log("info", "listening",
+               json_pack("{s:s, s:i, s:I, s:s, s:s, s:s}", "host", srv->cfg.host, "port",
+                         srv->bound_port, "tasks", (json_int_t)task_store_count(srv->tasks),
+                         "state_dir", srv->cfg.state_dir, "durability",
+                         srv->cfg.durability == DURABILITY_FSYNC ? "fsync" : "none", "sandbox",
+                         "none (process group + rlimits)"));
+    double interval = srv->cfg.reaper_interval_s;
+    for (;;) {
+        struct timespec ts = {(time_t)interval,
+                              (long)((interval - (double)(time_t)interval) * 1e9)};
+        int sig = sigtimedwait(&set, NULL, &ts);
+        if (sig == SIGTERM || sig == SIGINT) {
+            atomic_store(&srv->draining, true);
+            server_log("info", "signal", json_pack("{s:s}", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"));
+            break;
+        }
+        int reaped = ep_reap_idle(srv->episodes, ep_now());
+        if (reaped > 0)
+            server_log("info", "reaped", json_pack("{s:i}", "episodes", reaped));
+    }
+    drain(srv);
+    MHD_stop_daemon(srv->daemon);
+    srv->daemon = NULL;
+    server_log("info", "stopped", NULL);
+    return 0;
+}

@@ -1,0 +1,45 @@
+/* server: the process's one context (config, tasks, episodes, metrics) and the HTTP front end
+ * (libmicrohttpd, one thread per connection so a long tool call blocks only its own client). */
+#ifndef KGYM_SERVER_H
+#define KGYM_SERVER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "config.h"
+#include "episode.h"
+#include "idem.h"
+#include "metrics.h"
+#include "task.h"
+#include "workspace.h"
+
+#define KGYM_VERSION "0.1.0"
+
+typedef struct server {
+    server_config cfg;
+    task_store *tasks;
+    ws_template *tpl;
+    ep_table *episodes;
+    metrics *metrics;
+    idem_cache global_idem;     /* creates and batches: no episode to scope them to */
+    pthread_mutex_t global_idem_lock;
+    atomic_bool draining;
+    atomic_long in_flight;      /* steps, resets and closes running now */
+    atomic_ulong request_seq;
+    double started_at;
+    int bound_port;
+    struct MHD_Daemon *daemon;
+} server;
+
+/* Loads tasks and the template, recovers the state dir. Returns 0 or -1 with err filled. */
+int server_init(server *srv, char *err, size_t errcap);
+/* Serves until SIGTERM/SIGINT, then drains (in-flight steps finish, new episodes get 503) and
+ * returns. Returns 0, or -1 with err filled when the port cannot be bound. */
+int server_run(server *srv, char *err, size_t errcap);
+void server_deinit(server *srv);
+
+/* One JSON log line on stderr. level: "info", "warn", "error". */
+void server_log(const char *level, const char *event, json_t *fields);
+
+#endif

@@ -1,0 +1,512 @@
+/* Bash, BashOutput, KillBash: shell commands in the episode's workspace.
+ *
+ * Every Bash call is a fresh `/bin/bash -c <command>` (no state carries over between calls but
+ * the files), in its own process group, with the workspace as cwd, stdin closed, a clean
+ * environment and resource limits. A command in the background (run_in_background) becomes a
+ * job of the episode's job table (jobs.c), read with BashOutput and stopped with KillBash. */
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "spawn.h"
+#include "tools/jobs.h"
+#include "tools/tool.h"
+#include "util/strbuf.h"
+#include "util/text.h"
+#include "wspath.h"
+
+#define BASH_PATH "/bin/bash"
+#define JOB_PREFIX "bash_"
+
+/* ---- shared helpers -------------------------------------------------------------------------- */
+
+/* Raw bytes -> valid UTF-8 capped to cap bytes (head + tail). Never NULL. */
+static char *clean_capped(const char *bytes, size_t len, size_t cap, bool *truncated)
+{
+    bool t = false;
+    char *clean = text_sanitize_utf8(bytes ? bytes : "", bytes ? len : 0);
+    char *out = clean ? text_cap_head_tail(clean, strlen(clean), cap, &t) : NULL;
+    free(clean);
+    if (truncated)
+        *truncated = t;
+    return out ? out : strdup("");
+}
+
+static void append_line(strbuf *sb, const char *line)
+{
+    if (sb->len && sb->data[sb->len - 1] != '\n')
+        sb_putc(sb, '\n');
+    sb_puts(sb, line);
+}
+
+/* Disk quota check after a command: over quota is an error (the output is still returned). */
+static void check_quota(const tool_env *env, tool_result *res)
+{
+    const tool_limits *lim = env->limits;
+    unsigned long long used = 0;
+    if (env->root_fd < 0 || !lim->disk_quota_bytes)
+        return;
+    if (ws_disk_usage(env->root_fd, &used) != WS_OK || used <= lim->disk_quota_bytes)
+        return;
+    strbuf sb = STRBUF_INIT;
+    sb_puts(&sb, res->content ? res->content : "");
+    char note[256];
+    snprintf(note, sizeof note,
+             "[Disk quota exceeded: the workspace holds %llu bytes, the quota is %llu bytes. "
+             "Delete files to get back under it.]",
+             used, (unsigned long long)lim->disk_quota_bytes);
+    append_line(&sb, note);
+    free(res->content);
+    res->content = sb_steal(&sb);
+    if (!res->data)
+        res->data = json_object();
+    json_object_set_new(res->data, "disk_usage_bytes", json_integer((json_int_t)used));
+    json_object_set_new(res->data, "disk_quota_bytes",
+                        json_integer((json_int_t)lim->disk_quota_bytes));
+    if (!res->is_error) {
+        res->is_error = true;
+        json_object_set_new(res->data, "error_code", json_string("DISK_QUOTA_EXCEEDED"));
+    }
+}
+
+/* "bash_3" (or "3") -> 3; -1 if it is not a job id. */
+static int parse_job_id(const char *s)
+{
+    if (!s)
+        return -1;
+    if (strncmp(s, JOB_PREFIX, sizeof JOB_PREFIX - 1) == 0)
+        s += sizeof JOB_PREFIX - 1;
+    if (*s < '1' || *s > '9')
+        return -1;
+    long v = 0;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9' || v > 100000000)
+            return -1;
+        v = v * 10 + (*s - '0');
+    }
+    return (int)v;
+}
+
+/* ---- Bash ------------------------------------------------------------------------------------ */
+
+/* The command's environment, built before spawning (nothing of the server's leaks in). */
+typedef struct bash_env {
+    char *home, *pwd, *ws;
+    const char *envp[8];
+} bash_env;
+
+static int bash_env_init(bash_env *be, const char *root)
+{
+    memset(be, 0, sizeof *be);
+    if (asprintf(&be->home, "HOME=%s", root) < 0)
+        be->home = NULL;
+    if (asprintf(&be->pwd, "PWD=%s", root) < 0)
+        be->pwd = NULL;
+    if (asprintf(&be->ws, "KGYM_WORKSPACE=%s", root) < 0)
+        be->ws = NULL;
+    if (!be->home || !be->pwd || !be->ws)
+        return -1;
+    const char *envp[] = {"PATH=/usr/local/bin:/usr/bin:/bin", be->home, "LANG=C.UTF-8",
+                          "LC_ALL=C.UTF-8", "TERM=dumb", be->pwd, be->ws, NULL};
+    memcpy(be->envp, envp, sizeof envp);
+    return 0;
+}
+
+static void bash_env_deinit(bash_env *be)
+{
+    free(be->home);
+    free(be->pwd);
+    free(be->ws);
+}
+
+static void bash_opts(const tool_env *env, const char *const *argv, const bash_env *be,
+                      int timeout_ms, spawn_opts *o)
+{
+    const tool_limits *lim = env->limits;
+    *o = (spawn_opts)SPAWN_OPTS_INIT;
+    o->argv = argv;
+    o->envp = be->envp;
+    o->cwd = env->root_path;
+    o->timeout_ms = timeout_ms;
+    o->kill_grace_ms = lim->bash_kill_grace_ms;
+    o->capture_cap = lim->max_output_chars ? lim->max_output_chars : 30000;
+    o->rl.as_bytes = lim->bash_mem_bytes;
+    o->rl.cpu_s = lim->bash_cpu_s > 0 ? (uint64_t)lim->bash_cpu_s : 0;
+    o->rl.fsize_bytes = lim->max_file_bytes;
+    o->rl.nproc = lim->bash_nproc > 0 ? (uint64_t)lim->bash_nproc : 0;
+    o->rl.nofile = 1024;
+    o->rl.no_core = true;
+}
+
+/* Which resource limit a status points at, or NULL. */
+static const char *limit_note(const tool_limits *lim, int term_signal, int exit_code, char *buf,
+                              size_t cap)
+{
+    int sig = term_signal;
+    if (!sig && (exit_code == 128 + SIGXCPU || exit_code == 128 + SIGXFSZ))
+        sig = exit_code - 128; /* bash reporting a child the limit killed */
+    switch (sig) {
+    case SIGXFSZ:
+        snprintf(buf, cap,
+                 "[Resource limit: a file exceeded the size limit of %llu bytes (SIGXFSZ)]",
+                 (unsigned long long)lim->max_file_bytes);
+        return buf;
+    case SIGXCPU:
+        snprintf(buf, cap, "[Resource limit: CPU time limit of %d s exceeded (SIGXCPU)]",
+                 lim->bash_cpu_s);
+        return buf;
+    case SIGKILL:
+        if (term_signal != SIGKILL)
+            return NULL;
+        snprintf(buf, cap,
+                 "[Resource limit: the command was killed (SIGKILL), most likely by the CPU "
+                 "time limit (%d s) or by running out of memory (limit %llu bytes)]",
+                 lim->bash_cpu_s, (unsigned long long)lim->bash_mem_bytes);
+        return buf;
+    default:
+        return NULL;
+    }
+}
+
+static void bash_sync(const tool_env *env, const spawn_opts *o, tool_result *res)
+{
+    const tool_limits *lim = env->limits;
+    size_t cap = lim->max_output_chars ? lim->max_output_chars : 30000;
+    spawn_result r;
+    if (spawn_run(o, &r) != 0) {
+        tool_fail(res, "SPAWN_FAILED",
+                  json_pack("{s:s,s:s?}", "detail", strerror(r.fail_errno), "stage",
+                            r.fail_stage),
+                  "Could not run the command: %s: %s", r.fail_stage ? r.fail_stage : "spawn",
+                  strerror(r.fail_errno));
+        spawn_result_deinit(&r);
+        return;
+    }
+
+    /* The trailer lines are always shown; the output gets what is left of the cap. */
+    char note[320] = "", trailer[512];
+    const char *limit = NULL;
+    if (r.timed_out) {
+        snprintf(note, sizeof note, "[Command timed out after %d ms; process group killed]",
+                 o->timeout_ms);
+    } else {
+        limit = limit_note(lim, r.term_signal, r.exit_code, note, sizeof note);
+        if (!limit && r.term_signal)
+            snprintf(note, sizeof note, "[Command killed by signal %d (%s)]", r.term_signal,
+                     spawn_signal_name(r.term_signal));
+    }
+    snprintf(trailer, sizeof trailer, "%s%s[exit code: %d]", note, note[0] ? "\n" : "",
+             r.exit_code);
+    size_t tlen = strlen(trailer) + 1;
+    size_t body_cap = cap > tlen + 64 ? cap - tlen : 64;
+
+    bool t_out = false, t_err = false, t_body = false;
+    char *out_s = clean_capped(r.out.data, r.out.len, cap, &t_out);
+    char *err_s = clean_capped(r.err.data, r.err.len, cap, &t_err);
+    strbuf body = STRBUF_INIT;
+    char *o_full = text_sanitize_utf8(r.out.data, r.out.len);
+    char *e_full = text_sanitize_utf8(r.err.data, r.err.len);
+    sb_puts(&body, o_full ? o_full : "");
+    if (e_full && e_full[0])
+        append_line(&body, e_full);
+    free(o_full);
+    free(e_full);
+    char *capped = text_cap_head_tail(body.data ? body.data : "", body.len, body_cap, &t_body);
+    sb_free(&body);
+    strbuf content = STRBUF_INIT;
+    sb_puts(&content, capped ? capped : "");
+    free(capped);
+    append_line(&content, trailer);
+
+    bool truncated = r.out.truncated || r.err.truncated || t_out || t_err || t_body;
+    json_t *data = json_pack("{s:i,s:s,s:s,s:b,s:b,s:I,s:I}", "exit_code", r.exit_code,
+                             "stdout", out_s, "stderr", err_s, "timed_out", r.timed_out,
+                             "truncated", truncated, "output_bytes",
+                             (json_int_t)(r.out.total + r.err.total), "duration_ms",
+                             (json_int_t)r.wall_ms);
+    free(out_s);
+    free(err_s);
+    if (data && r.term_signal) {
+        json_object_set_new(data, "signal", json_integer(r.term_signal));
+        json_object_set_new(data, "signal_name", json_string(spawn_signal_name(r.term_signal)));
+    }
+    char *text = sb_steal(&content);
+    if (r.timed_out) {
+        tool_fail(res, "TIMEOUT", data, "%s", text);
+        free(text);
+    } else if (limit) {
+        tool_fail(res, "RESOURCE_LIMIT", data, "%s", text);
+        free(text);
+    } else {
+        tool_ok_take(res, data, text);
+    }
+    spawn_result_deinit(&r);
+}
+
+static void bash_background(const tool_env *env, const spawn_opts *o, tool_result *res)
+{
+    if (!env->jobs) {
+        tool_fail(res, "INTERNAL", NULL, "Background commands are not available here");
+        return;
+    }
+    job_info info;
+    const char *fail = NULL;
+    int rc = job_start(env->jobs, o, &info, &fail);
+    if (rc == JOB_E_TOO_MANY) {
+        tool_fail(res, "TOO_MANY_JOBS",
+                  json_pack("{s:i}", "max_background_jobs", env->limits->max_background_jobs),
+                  "Too many background commands running (limit %d). Wait for one to finish "
+                  "(BashOutput) or stop one (KillBash) first.",
+                  env->limits->max_background_jobs);
+        return;
+    }
+    if (rc != JOB_OK) {
+        int e = errno;
+        tool_fail(res, "SPAWN_FAILED", json_pack("{s:s}", "detail", strerror(e)),
+                  "Could not start the command in the background: %s: %s",
+                  fail ? fail : (rc == JOB_E_IO ? "job log" : "spawn"), strerror(e));
+        return;
+    }
+    char id[32];
+    snprintf(id, sizeof id, JOB_PREFIX "%d", info.id);
+    tool_ok(res, json_pack("{s:s,s:i}", "bash_id", id, "pid", (int)info.pid),
+            "Command running in background with ID: %s (pid %d; killed after %d ms).\n"
+            "Read its output with BashOutput (bash_id \"%s\"); stop it with KillBash "
+            "(shell_id \"%s\").",
+            id, (int)info.pid, o->timeout_ms, id, id);
+}
+
+static void bash_run(const tool_env *env, const json_t *args, tool_result *res)
+{
+    const tool_limits *lim = env->limits;
+    const json_t *jc = json_object_get(args, "command");
+    const char *command = json_string_value(jc);
+    if (!command) {
+        tool_fail(res, "INVALID_TOOL_CALL", NULL, "Bash: 'command' must be a string");
+        return;
+    }
+    if (strlen(command) != json_string_length(jc)) {
+        tool_fail(res, "INVALID_TOOL_CALL", NULL, "Bash: 'command' contains a NUL byte");
+        return;
+    }
+    bool background = json_is_true(json_object_get(args, "run_in_background"));
+    int timeout = background ? lim->bash_timeout_max_ms : lim->bash_timeout_ms;
+    const json_t *jt = json_object_get(args, "timeout");
+    if (jt) {
+        double v = json_number_value(jt);
+        if (v < 1 || v > lim->bash_timeout_max_ms) {
+            tool_fail(res, "INVALID_TOOL_CALL",
+                      json_pack("{s:i}", "max_timeout_ms", lim->bash_timeout_max_ms),
+                      "Bash: 'timeout' must be between 1 and %d ms", lim->bash_timeout_max_ms);
+            return;
+        }
+        timeout = (int)v;
+    }
+    bash_env be;
+    if (bash_env_init(&be, env->root_path) != 0) {
+        bash_env_deinit(&be);
+        tool_fail(res, "SPAWN_FAILED", NULL, "Could not run the command: out of memory");
+        return;
+    }
+    const char *argv[] = {BASH_PATH, "-c", command, NULL};
+    spawn_opts o;
+    bash_opts(env, argv, &be, timeout, &o);
+    if (background)
+        bash_background(env, &o, res);
+    else
+        bash_sync(env, &o, res);
+    bash_env_deinit(&be);
+    check_quota(env, res);
+}
+
+const tool_def tool_def_bash = {
+    .name = "Bash",
+    .description =
+        "Runs a shell command with /bin/bash -c in the workspace directory and returns its "
+        "stdout, then its stderr, then a final line [exit code: N]. Each call is a fresh shell "
+        "(cd and variables do not carry over), stdin is closed, the environment is minimal "
+        "(PATH=/usr/local/bin:/usr/bin:/bin, HOME and PWD = the workspace). Limits: timeout in "
+        "ms (default and maximum are set by the episode), memory, CPU time, file size, disk "
+        "quota. On timeout the whole process group is killed. Processes left running when the "
+        "command exits are killed too: use run_in_background for long-running work, then "
+        "BashOutput to read it and KillBash to stop it. Long output keeps its head and tail.",
+    .schema = "{\"type\":\"object\",\"properties\":{"
+              "\"command\":{\"type\":\"string\",\"description\":\"The command to execute\"},"
+              "\"timeout\":{\"type\":\"integer\",\"minimum\":1,"
+              "\"description\":\"Optional timeout in milliseconds\"},"
+              "\"description\":{\"type\":\"string\","
+              "\"description\":\"Short description of what the command does (5-10 words)\"},"
+              "\"run_in_background\":{\"type\":\"boolean\","
+              "\"description\":\"Run the command in the background; read its output later "
+              "with BashOutput. Its timeout (default: the maximum) is a wall-clock limit.\"}},"
+              "\"required\":[\"command\"],\"additionalProperties\":false}",
+    .run = bash_run,
+};
+
+/* ---- BashOutput ------------------------------------------------------------------------------ */
+
+typedef struct regex_ctx {
+    pcre2_code *re;
+    pcre2_match_data *md;
+} regex_ctx;
+
+static bool regex_keep(const char *line, size_t len, void *ctx)
+{
+    regex_ctx *rc = ctx;
+    return pcre2_match(rc->re, (PCRE2_SPTR)line, len, 0, 0, rc->md, NULL) >= 0;
+}
+
+static void status_line(strbuf *sb, const job_info *info)
+{
+    char line[160];
+    switch (info->status) {
+    case JOB_RUNNING:
+        snprintf(line, sizeof line, "[status: running for %lld ms]",
+                 (long long)info->runtime_ms);
+        break;
+    case JOB_EXITED:
+        if (info->term_signal)
+            snprintf(line, sizeof line, "[status: exited, killed by signal %d (%s), exit code: %d]",
+                     info->term_signal, spawn_signal_name(info->term_signal), info->exit_code);
+        else
+            snprintf(line, sizeof line, "[status: exited, exit code: %d]", info->exit_code);
+        break;
+    case JOB_KILLED:
+        snprintf(line, sizeof line, "[status: killed (KillBash)]");
+        break;
+    case JOB_TIMED_OUT:
+        snprintf(line, sizeof line,
+                 "[status: timed_out: killed after %lld ms, its wall-clock limit]",
+                 (long long)info->timeout_ms);
+        break;
+    }
+    append_line(sb, line);
+}
+
+static void bashoutput_run(const tool_env *env, const json_t *args, tool_result *res)
+{
+    const char *sid = json_string_value(json_object_get(args, "bash_id"));
+    const char *filter = json_string_value(json_object_get(args, "filter"));
+    int id = parse_job_id(sid);
+    regex_ctx rx = {NULL, NULL};
+    if (filter && filter[0]) {
+        int err;
+        PCRE2_SIZE off;
+        rx.re = pcre2_compile((PCRE2_SPTR)filter, PCRE2_ZERO_TERMINATED,
+                              PCRE2_UTF | PCRE2_MATCH_INVALID_UTF, &err, &off, NULL);
+        if (!rx.re) {
+            PCRE2_UCHAR msg[256];
+            pcre2_get_error_message(err, msg, sizeof msg);
+            tool_fail(res, "INVALID_TOOL_CALL", json_pack("{s:s}", "detail", (char *)msg),
+                      "BashOutput: invalid filter regex at offset %zu: %s", (size_t)off,
+                      (char *)msg);
+            return;
+        }
+        rx.md = pcre2_match_data_create_from_pattern(rx.re, NULL);
+    }
+    job_info info;
+    spawn_stream out = {0};
+    size_t cap = env->limits->max_output_chars ? env->limits->max_output_chars : 30000;
+    int rc = id > 0 && env->jobs ? job_read_new(env->jobs, id, cap, rx.re ? regex_keep : NULL,
+                                                &rx, &info, &out)
+                                 : JOB_E_NOT_FOUND;
+    pcre2_match_data_free(rx.md);
+    pcre2_code_free(rx.re);
+    if (rc == JOB_E_NOT_FOUND) {
+        free(out.data);
+        tool_fail(res, "JOB_NOT_FOUND", json_pack("{s:s}", "bash_id", sid ? sid : ""),
+                  "No background command with ID %s", sid ? sid : "");
+        return;
+    }
+    if (rc != JOB_OK) {
+        free(out.data);
+        tool_fail(res, "IO_ERROR", json_pack("{s:s}", "bash_id", sid),
+                  "Could not read the output of %s: %s", sid, strerror(errno));
+        return;
+    }
+    char idbuf[32];
+    snprintf(idbuf, sizeof idbuf, JOB_PREFIX "%d", info.id);
+    bool trunc = false;
+    char *text = clean_capped(out.data, out.len, cap, &trunc);
+    strbuf sb = STRBUF_INIT;
+    if (text[0])
+        sb_puts(&sb, text);
+    else
+        sb_puts(&sb, out.total ? "(no new output matching the filter)" : "(no new output)");
+    free(text);
+    status_line(&sb, &info);
+    json_t *data = json_pack("{s:s,s:s,s:I,s:b}", "bash_id", idbuf, "status",
+                             job_status_name(info.status), "new_bytes", (json_int_t)out.total,
+                             "truncated", trunc || out.truncated);
+    json_object_set_new(data, "exit_code",
+                        info.status == JOB_RUNNING ? json_null() : json_integer(info.exit_code));
+    if (info.status != JOB_RUNNING && info.term_signal)
+        json_object_set_new(data, "signal", json_integer(info.term_signal));
+    free(out.data);
+    tool_ok_take(res, data, sb_steal(&sb));
+    check_quota(env, res);
+}
+
+const tool_def tool_def_bashoutput = {
+    .name = "BashOutput",
+    .description =
+        "Returns the output a background command (started with Bash run_in_background) wrote "
+        "since the last BashOutput call for it (stdout and stderr merged, head and tail kept "
+        "when long), followed by its status: running, exited (with exit code), killed or "
+        "timed_out. filter: optional regular expression (PCRE); only matching lines are "
+        "returned, the others are consumed and will not be shown again.",
+    .schema = "{\"type\":\"object\",\"properties\":{"
+              "\"bash_id\":{\"type\":\"string\","
+              "\"description\":\"The ID of the background shell, e.g. bash_1\"},"
+              "\"filter\":{\"type\":\"string\",\"description\":\"Optional regular expression: "
+              "only output lines matching it are returned\"}},"
+              "\"required\":[\"bash_id\"],\"additionalProperties\":false}",
+    .run = bashoutput_run,
+};
+
+/* ---- KillBash -------------------------------------------------------------------------------- */
+
+static void killbash_run(const tool_env *env, const json_t *args, tool_result *res)
+{
+    const char *sid = json_string_value(json_object_get(args, "shell_id"));
+    int id = parse_job_id(sid);
+    job_info info;
+    bool was_running = false;
+    int rc = id > 0 && env->jobs ? job_kill(env->jobs, id, &info, &was_running)
+                                 : JOB_E_NOT_FOUND;
+    if (rc != JOB_OK) {
+        tool_fail(res, "JOB_NOT_FOUND", json_pack("{s:s}", "shell_id", sid ? sid : ""),
+                  "No background command with ID %s", sid ? sid : "");
+        return;
+    }
+    char idbuf[32];
+    snprintf(idbuf, sizeof idbuf, JOB_PREFIX "%d", info.id);
+    json_t *data = json_pack("{s:s,s:s,s:b}", "shell_id", idbuf, "status",
+                             job_status_name(info.status), "was_running", was_running);
+    if (was_running)
+        tool_ok(res, data, "Killed background command %s (process group %d).", idbuf,
+                (int)info.pid);
+    else if (info.status == JOB_EXITED)
+        tool_ok(res, data, "Background command %s had already finished (exit code %d); "
+                "nothing to kill.", idbuf, info.exit_code);
+    else
+        tool_ok(res, data, "Background command %s had already finished (%s); nothing to kill.",
+                idbuf, job_status_name(info.status));
+}
+
+const tool_def tool_def_killbash = {
+    .name = "KillBash",
+    .description = "Stops a background command started with Bash run_in_background: its whole "
+                   "process group gets SIGTERM, then SIGKILL after a grace period. Its output "
+                   "written so far can still be read with BashOutput.",
+    .schema = "{\"type\":\"object\",\"properties\":{"
+              "\"shell_id\":{\"type\":\"string\","
+              "\"description\":\"The ID of the background shell to kill, e.g. bash_1\"}},"
+              "\"required\":[\"shell_id\"],\"additionalProperties\":false}",
+    .run = killbash_run,
+};
