@@ -212,13 +212,16 @@ void step_run(server *srv, episode *ep, const json_t *body, const char *shorthan
         ep_mark_done(srv->episodes, ep, EP_TRUNCATED);
     json_object_set_new(json_object_get(info, "timing"), "record_ms",
                         json_real(mono_ms() - t1));
-    json_t *out = json_pack("{s:f, s:b, s:b, s:o}", "reward", reward, "terminated", 0,
-                            "truncated", truncated, "info", info);
+    json_t *out = json_object();
     if (single)
         json_object_set(out, "observation", json_array_get(observations, 0));
     else
         json_object_set(out, "observations", observations);
     json_decref(observations);
+    json_object_set_new(out, "reward", json_real(reward));
+    json_object_set_new(out, "terminated", json_false());
+    json_object_set_new(out, "truncated", json_boolean(truncated));
+    json_object_set_new(out, "info", info);
     snprintf(resp->tool, sizeof resp->tool, "%s",
              single ? json_string_value(json_object_get(json_object_get(out, "observation"),
                                                         "tool"))

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# make test-gpu: the suites that need an NVIDIA GPU. Fails (never skips) without one.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+    echo "kgym: make test-gpu needs an NVIDIA GPU (nvidia-smi found none)" >&2
+    exit 1
+fi
+venv=$(mk/venv.sh) || exit 1
+nvidia-smi -L
+echo "=== suite gpu-task-timing: eager and torch.compile time of every bundled task"
+t0=$EPOCHREALTIME
+"$venv/bin/python" tests/gpu/time_tasks.py --tasks dataset/tasks --json "${BUILD:-build}/task_timings.json"
+rc=$?
+awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "=== suite gpu-task-timing: %.1fs\n", b - a }'
+exit $rc
