@@ -674,6 +674,10 @@ static void finish_episode(ep_table *t, episode *ep, ep_status status, const cha
     ep_record(ep, rec, &ignored);
     json_decref(rec);
     json_decref(ignored.details);
+    /* Nothing more is written to a closed trajectory: give its fd back (thousands of closed
+     * episodes must not exhaust the server's descriptors). */
+    traj_close(ep->traj);
+    ep->traj = NULL;
     if (t->metrics)
         metrics_episode_end(t->metrics, reason);
 }
@@ -874,9 +878,8 @@ static int recover_one(ep_table *t, const char *id)
         save_meta(t, ep);
     }
     ep_trajectory_path(ep, path, sizeof path);
-    ep->traj = traj_open(path, t->cfg->durability, err, sizeof err); /* cuts a torn last line */
-    if (ep->traj)
-        ep->step = 0;
+    /* Opening cuts a torn last line (never acknowledged); nothing more is written to it. */
+    traj_close(traj_open(path, t->cfg->durability, err, sizeof err));
     pthread_mutex_lock(&t->lock);
     table_insert_locked(t, ep);
     pthread_mutex_unlock(&t->lock);

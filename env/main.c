@@ -1,5 +1,6 @@
 /* kgym-env: the environment server's command line. */
 #include <getopt.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,6 +115,17 @@ static int apply_option(server_config *cfg, int opt, const char *arg, bool *sour
     }
 }
 
+/* Each open episode holds two descriptors (workspace root, trajectory) and each client a
+ * socket: the usual soft limit of 1,024 would cap the server far below max_episodes. */
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
 static int cmd_serve(int argc, char **argv)
 {
     static const struct option OPTS[] = {
@@ -153,6 +165,7 @@ static int cmd_serve(int argc, char **argv)
                 argv[optind]);
         return 2;
     }
+    raise_fd_limit();
     char err[1024];
     int rc = 0;
     if (server_init(&srv, err, sizeof err) != 0 || server_run(&srv, err, sizeof err) != 0) {

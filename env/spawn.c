@@ -101,29 +101,52 @@ static int reap(pid_t pid, int *status, struct rusage *ru)
 const char *spawn_signal_name(int sig)
 {
     switch (sig) {
-    case SIGHUP: return "SIGHUP";
-    case SIGINT: return "SIGINT";
-    case SIGQUIT: return "SIGQUIT";
-    case SIGILL: return "SIGILL";
-    case SIGTRAP: return "SIGTRAP";
-    case SIGABRT: return "SIGABRT";
-    case SIGBUS: return "SIGBUS";
-    case SIGFPE: return "SIGFPE";
-    case SIGKILL: return "SIGKILL";
-    case SIGUSR1: return "SIGUSR1";
-    case SIGSEGV: return "SIGSEGV";
-    case SIGUSR2: return "SIGUSR2";
-    case SIGPIPE: return "SIGPIPE";
-    case SIGALRM: return "SIGALRM";
-    case SIGTERM: return "SIGTERM";
-    case SIGCHLD: return "SIGCHLD";
-    case SIGCONT: return "SIGCONT";
-    case SIGSTOP: return "SIGSTOP";
-    case SIGTSTP: return "SIGTSTP";
-    case SIGXCPU: return "SIGXCPU";
-    case SIGXFSZ: return "SIGXFSZ";
-    case SIGSYS: return "SIGSYS";
-    default: return "SIG?";
+    case SIGHUP:
+        return "SIGHUP";
+    case SIGINT:
+        return "SIGINT";
+    case SIGQUIT:
+        return "SIGQUIT";
+    case SIGILL:
+        return "SIGILL";
+    case SIGTRAP:
+        return "SIGTRAP";
+    case SIGABRT:
+        return "SIGABRT";
+    case SIGBUS:
+        return "SIGBUS";
+    case SIGFPE:
+        return "SIGFPE";
+    case SIGKILL:
+        return "SIGKILL";
+    case SIGUSR1:
+        return "SIGUSR1";
+    case SIGSEGV:
+        return "SIGSEGV";
+    case SIGUSR2:
+        return "SIGUSR2";
+    case SIGPIPE:
+        return "SIGPIPE";
+    case SIGALRM:
+        return "SIGALRM";
+    case SIGTERM:
+        return "SIGTERM";
+    case SIGCHLD:
+        return "SIGCHLD";
+    case SIGCONT:
+        return "SIGCONT";
+    case SIGSTOP:
+        return "SIGSTOP";
+    case SIGTSTP:
+        return "SIGTSTP";
+    case SIGXCPU:
+        return "SIGXCPU";
+    case SIGXFSZ:
+        return "SIGXFSZ";
+    case SIGSYS:
+        return "SIGSYS";
+    default:
+        return "SIG?";
     }
 }
 
@@ -227,12 +250,19 @@ int spawn_capture_finish(spawn_capture *c, spawn_stream *out)
 /* ---- the child ------------------------------------------------------------------------------- */
 
 enum child_stage {
-    ST_SIGNALS, ST_SETSID, ST_STDIO, ST_CHDIR, ST_KEEPFDS, ST_CLOSEFDS, ST_RLIMIT, ST_PREEXEC,
+    ST_SIGNALS,
+    ST_SETSID,
+    ST_STDIO,
+    ST_CHDIR,
+    ST_KEEPFDS,
+    ST_CLOSEFDS,
+    ST_RLIMIT,
+    ST_PREEXEC,
     ST_EXECVE,
 };
 static const char *const STAGE_NAMES[] = {
-    "signals", "setsid", "stdio", "chdir", "keep_fds", "close_fds", "setrlimit", "pre_exec",
-    "execve",
+    "signals",   "setsid",    "stdio",    "chdir",  "keep_fds",
+    "close_fds", "setrlimit", "pre_exec", "execve",
 };
 
 struct child_report {
@@ -250,9 +280,9 @@ struct child_plan {
     int report_fd;             /* >= 3, CLOEXEC: closed by a successful execve */
     int *keep;                 /* sorted, unique, >= 3; includes report_fd */
     size_t n_keep;
-    const int *user_keep;      /* CLOEXEC cleared on these */
+    const int *user_keep; /* CLOEXEC cleared on these */
     size_t n_user_keep;
-    unsigned max_fd;           /* fallback when close_range is missing */
+    unsigned max_fd; /* fallback when close_range is missing */
     spawn_pre_exec_fn pre_exec;
     void *pre_exec_ctx;
 };
@@ -366,8 +396,7 @@ static __attribute__((noreturn)) void child_exec(const struct child_plan *p)
     }
 
     static const char *const empty_env[] = {NULL};
-    execve(p->argv[0], (char *const *)p->argv,
-           (char *const *)(p->envp ? p->envp : empty_env));
+    execve(p->argv[0], (char *const *)p->argv, (char *const *)(p->envp ? p->envp : empty_env));
     child_fail(p, ST_EXECVE, errno);
 }
 
@@ -693,8 +722,8 @@ int spawn_run(const spawn_opts *o, spawn_result *res)
         }
         now = now_ms();
         if (!leader_done) {
-            bool done = pidfd >= 0 ? (pr > 0 && i_pid >= 0 && pf[i_pid].revents)
-                                   : exited_nowait(pid) != 0;
+            bool done =
+                pidfd >= 0 ? (pr > 0 && i_pid >= 0 && pf[i_pid].revents) : exited_nowait(pid) != 0;
             if (done) {
                 leader_done = true;
                 drain_until = now + SPAWN_DRAIN_MS;

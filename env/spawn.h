@@ -42,32 +42,35 @@ typedef struct spawn_opts {
     int kill_grace_ms;       /* SIGTERM -> SIGKILL delay on timeout (and for job_* callers) */
     size_t capture_cap;      /* bytes kept per captured stream (head + tail); 0 = 1 MiB */
     spawn_rlimits rl;
-    int out_fd;              /* >= 0: stdout and stderr go to this fd, nothing is captured;
-                              * < 0: captured (spawn_run) or /dev/null (spawn_start).
-                              * SPAWN_OPTS_INIT sets -1: fd 0 is never a sensible target. */
-    const int *keep_fds;     /* fds (>= 3) the child keeps open (CLOEXEC cleared in the child) */
+    int out_fd;          /* >= 0: stdout and stderr go to this fd, nothing is captured;
+                          * < 0: captured (spawn_run) or /dev/null (spawn_start).
+                          * SPAWN_OPTS_INIT sets -1: fd 0 is never a sensible target. */
+    const int *keep_fds; /* fds (>= 3) the child keeps open (CLOEXEC cleared in the child) */
     size_t n_keep_fds;
     spawn_pre_exec_fn pre_exec; /* optional */
     void *pre_exec_ctx;
 } spawn_opts;
 
-#define SPAWN_OPTS_INIT { .out_fd = -1 }
+#define SPAWN_OPTS_INIT                                                                            \
+    {                                                                                              \
+        .out_fd = -1                                                                               \
+    }
 
 /* One captured stream. When more than the cap was written, data holds the head, a marker line
  * "\n[... N bytes omitted ...]\n" and the tail; truncated is set and total counts every byte. */
 typedef struct spawn_stream {
-    char *data;      /* NUL-terminated (binary-safe through len); never NULL after spawn_run */
+    char *data; /* NUL-terminated (binary-safe through len); never NULL after spawn_run */
     size_t len;
-    uint64_t total;  /* bytes the process wrote to the stream */
+    uint64_t total; /* bytes the process wrote to the stream */
     bool truncated;
 } spawn_stream;
 
 typedef struct spawn_result {
-    int exit_code;      /* exit status; 128 + signal when killed by one; 124 when timed out */
-    int term_signal;    /* the signal that ended the leader, 0 if it exited */
+    int exit_code;   /* exit status; 128 + signal when killed by one; 124 when timed out */
+    int term_signal; /* the signal that ended the leader, 0 if it exited */
     bool timed_out;
-    spawn_stream out;   /* stdout (empty when out_fd was given) */
-    spawn_stream err;   /* stderr */
+    spawn_stream out; /* stdout (empty when out_fd was given) */
+    spawn_stream err; /* stderr */
     int64_t wall_ms;
     struct rusage rusage; /* of the leader and the descendants it waited for */
     /* When spawning failed (spawn_run/spawn_start returned -1): */
@@ -94,7 +97,7 @@ int spawn_run(const spawn_opts *opts, spawn_result *res);
 int spawn_start(const spawn_opts *opts, pid_t *pid, const char **fail);
 
 typedef struct spawn_status {
-    int exit_code;      /* as in spawn_result */
+    int exit_code; /* as in spawn_result */
     int term_signal;
     struct rusage rusage;
 } spawn_status;

@@ -25,12 +25,24 @@
 
 /* ---- shared helpers -------------------------------------------------------------------------- */
 
+/* Room for text_cap_head_tail's marker line "\n[... N bytes omitted ...]\n", which it may put
+ * on top of the head and tail it keeps. */
+#define MARKER_RESERVE 48
+
+/* text_cap_head_tail, but the result (marker included) is never longer than cap. */
+static char *cap_text(const char *text, size_t len, size_t cap, bool *truncated)
+{
+    if (len > cap && cap > 2 * MARKER_RESERVE)
+        cap -= MARKER_RESERVE;
+    return text_cap_head_tail(text, len, cap, truncated);
+}
+
 /* Raw bytes -> valid UTF-8 capped to cap bytes (head + tail). Never NULL. */
 static char *clean_capped(const char *bytes, size_t len, size_t cap, bool *truncated)
 {
     bool t = false;
     char *clean = text_sanitize_utf8(bytes ? bytes : "", bytes ? len : 0);
-    char *out = clean ? text_cap_head_tail(clean, strlen(clean), cap, &t) : NULL;
+    char *out = clean ? cap_text(clean, strlen(clean), cap, &t) : NULL;
     free(clean);
     if (truncated)
         *truncated = t;
@@ -111,8 +123,14 @@ static int bash_env_init(bash_env *be, const char *root)
         be->ws = NULL;
     if (!be->home || !be->pwd || !be->ws)
         return -1;
-    const char *envp[] = {"PATH=/usr/local/bin:/usr/bin:/bin", be->home, "LANG=C.UTF-8",
-                          "LC_ALL=C.UTF-8", "TERM=dumb", be->pwd, be->ws, NULL};
+    const char *envp[] = {"PATH=/usr/local/bin:/usr/bin:/bin",
+                          be->home,
+                          "LANG=C.UTF-8",
+                          "LC_ALL=C.UTF-8",
+                          "TERM=dumb",
+                          be->pwd,
+                          be->ws,
+                          NULL};
     memcpy(be->envp, envp, sizeof envp);
     return 0;
 }
@@ -180,8 +198,7 @@ static void bash_sync(const tool_env *env, const spawn_opts *o, tool_result *res
     spawn_result r;
     if (spawn_run(o, &r) != 0) {
         tool_fail(res, "SPAWN_FAILED",
-                  json_pack("{s:s,s:s?}", "detail", strerror(r.fail_errno), "stage",
-                            r.fail_stage),
+                  json_pack("{s:s,s:s?}", "detail", strerror(r.fail_errno), "stage", r.fail_stage),
                   "Could not run the command: %s: %s", r.fail_stage ? r.fail_stage : "spawn",
                   strerror(r.fail_errno));
         spawn_result_deinit(&r);
@@ -216,7 +233,7 @@ static void bash_sync(const tool_env *env, const spawn_opts *o, tool_result *res
         append_line(&body, e_full);
     free(o_full);
     free(e_full);
-    char *capped = text_cap_head_tail(body.data ? body.data : "", body.len, body_cap, &t_body);
+    char *capped = cap_text(body.data ? body.data : "", body.len, body_cap, &t_body);
     sb_free(&body);
     strbuf content = STRBUF_INIT;
     sb_puts(&content, capped ? capped : "");
@@ -224,11 +241,10 @@ static void bash_sync(const tool_env *env, const spawn_opts *o, tool_result *res
     append_line(&content, trailer);
 
     bool truncated = r.out.truncated || r.err.truncated || t_out || t_err || t_body;
-    json_t *data = json_pack("{s:i,s:s,s:s,s:b,s:b,s:I,s:I}", "exit_code", r.exit_code,
-                             "stdout", out_s, "stderr", err_s, "timed_out", r.timed_out,
-                             "truncated", truncated, "output_bytes",
-                             (json_int_t)(r.out.total + r.err.total), "duration_ms",
-                             (json_int_t)r.wall_ms);
+    json_t *data =
+        json_pack("{s:i,s:s,s:s,s:b,s:b,s:I,s:I}", "exit_code", r.exit_code, "stdout", out_s,
+                  "stderr", err_s, "timed_out", r.timed_out, "truncated", truncated, "output_bytes",
+                  (json_int_t)(r.out.total + r.err.total), "duration_ms", (json_int_t)r.wall_ms);
     free(out_s);
     free(err_s);
     if (data && r.term_signal) {
@@ -366,8 +382,7 @@ static void status_line(strbuf *sb, const job_info *info)
     char line[160];
     switch (info->status) {
     case JOB_RUNNING:
-        snprintf(line, sizeof line, "[status: running for %lld ms]",
-                 (long long)info->runtime_ms);
+        snprintf(line, sizeof line, "[status: running for %lld ms]", (long long)info->runtime_ms);
         break;
     case JOB_EXITED:
         if (info->term_signal)
@@ -412,9 +427,9 @@ static void bashoutput_run(const tool_env *env, const json_t *args, tool_result 
     job_info info;
     spawn_stream out = {0};
     size_t cap = env->limits->max_output_chars ? env->limits->max_output_chars : 30000;
-    int rc = id > 0 && env->jobs ? job_read_new(env->jobs, id, cap, rx.re ? regex_keep : NULL,
-                                                &rx, &info, &out)
-                                 : JOB_E_NOT_FOUND;
+    int rc = id > 0 && env->jobs
+                 ? job_read_new(env->jobs, id, cap, rx.re ? regex_keep : NULL, &rx, &info, &out)
+                 : JOB_E_NOT_FOUND;
     pcre2_match_data_free(rx.md);
     pcre2_code_free(rx.re);
     if (rc == JOB_E_NOT_FOUND) {
@@ -440,9 +455,9 @@ static void bashoutput_run(const tool_env *env, const json_t *args, tool_result 
         sb_puts(&sb, out.total ? "(no new output matching the filter)" : "(no new output)");
     free(text);
     status_line(&sb, &info);
-    json_t *data = json_pack("{s:s,s:s,s:I,s:b}", "bash_id", idbuf, "status",
-                             job_status_name(info.status), "new_bytes", (json_int_t)out.total,
-                             "truncated", trunc || out.truncated);
+    json_t *data =
+        json_pack("{s:s,s:s,s:I,s:b}", "bash_id", idbuf, "status", job_status_name(info.status),
+                  "new_bytes", (json_int_t)out.total, "truncated", trunc || out.truncated);
     json_object_set_new(data, "exit_code",
                         info.status == JOB_RUNNING ? json_null() : json_integer(info.exit_code));
     if (info.status != JOB_RUNNING && info.term_signal)
@@ -477,8 +492,7 @@ static void killbash_run(const tool_env *env, const json_t *args, tool_result *r
     int id = parse_job_id(sid);
     job_info info;
     bool was_running = false;
-    int rc = id > 0 && env->jobs ? job_kill(env->jobs, id, &info, &was_running)
-                                 : JOB_E_NOT_FOUND;
+    int rc = id > 0 && env->jobs ? job_kill(env->jobs, id, &info, &was_running) : JOB_E_NOT_FOUND;
     if (rc != JOB_OK) {
         tool_fail(res, "JOB_NOT_FOUND", json_pack("{s:s}", "shell_id", sid ? sid : ""),
                   "No background command with ID %s", sid ? sid : "");
@@ -492,8 +506,10 @@ static void killbash_run(const tool_env *env, const json_t *args, tool_result *r
         tool_ok(res, data, "Killed background command %s (process group %d).", idbuf,
                 (int)info.pid);
     else if (info.status == JOB_EXITED)
-        tool_ok(res, data, "Background command %s had already finished (exit code %d); "
-                "nothing to kill.", idbuf, info.exit_code);
+        tool_ok(res, data,
+                "Background command %s had already finished (exit code %d); "
+                "nothing to kill.",
+                idbuf, info.exit_code);
     else
         tool_ok(res, data, "Background command %s had already finished (%s); nothing to kill.",
                 idbuf, job_status_name(info.status));

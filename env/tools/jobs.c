@@ -49,10 +49,14 @@ static int64_t now_ms(void)
 const char *job_status_name(job_status st)
 {
     switch (st) {
-    case JOB_RUNNING: return "running";
-    case JOB_EXITED: return "exited";
-    case JOB_KILLED: return "killed";
-    case JOB_TIMED_OUT: return "timed_out";
+    case JOB_RUNNING:
+        return "running";
+    case JOB_EXITED:
+        return "exited";
+    case JOB_KILLED:
+        return "killed";
+    case JOB_TIMED_OUT:
+        return "timed_out";
     }
     return "unknown";
 }
@@ -300,7 +304,7 @@ int job_kill(job_table *t, int id, job_info *info, bool *was_running)
 /* Line splitting for filtered reads. */
 typedef struct line_state {
     char *buf;
-    size_t len;       /* bytes of the current line kept (at most LINE_KEEP_MAX) */
+    size_t len; /* bytes of the current line kept (at most LINE_KEEP_MAX) */
     job_line_filter filter;
     void *ctx;
     spawn_capture *cap;

@@ -42,10 +42,10 @@ enum {
 };
 
 typedef struct job_info {
-    int id;            /* 1, 2, ... in the order jobs were started ("bash_<id>" to the agent) */
-    pid_t pid;         /* also the job's process group */
+    int id;    /* 1, 2, ... in the order jobs were started ("bash_<id>" to the agent) */
+    pid_t pid; /* also the job's process group */
     job_status status;
-    int exit_code;     /* once not running: as spawn_status (124 when timed out) */
+    int exit_code; /* once not running: as spawn_status (124 when timed out) */
     int term_signal;
     int64_t runtime_ms;
     int64_t timeout_ms;
