@@ -824,6 +824,8 @@ int ep_reap_idle(ep_table *t, double now)
                    now - ep->last_active > ep->idle_timeout_s;
         if (due)
             ep->busy = true;
+        else if (has_workspace(ep->status) && !ep->busy && ep->jobs)
+            job_table_reap(ep->jobs); /* ended jobs reaped, overdue ones killed, promptly */
         pthread_mutex_unlock(&ep->lock);
         if (due) {
             finish_episode(t, ep, EP_EXPIRED, "reaped");

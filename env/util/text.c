@@ -103,9 +103,8 @@ char *text_cap_head_tail(const char *text, size_t len, size_t cap, bool *truncat
     *truncated = true;
     /* The marker counts against the cap: size it for the largest omitted count first. */
     char marker[96];
-    size_t budget = cap;
     int mlen = snprintf(marker, sizeof marker, "\n[... %zu bytes omitted ...]\n", len);
-    budget = (size_t)mlen < cap ? cap - (size_t)mlen : 0;
+    size_t budget = (size_t)mlen < cap ? cap - (size_t)mlen : 0;
     size_t head = char_start(text, budget / 2);
     size_t tail_from = char_start(text, len - (budget - budget / 2));
     if (tail_from < head)
