@@ -29,14 +29,22 @@
 const char *ws_err_code(int err)
 {
     switch (err) {
-    case WS_OK: return "OK";
-    case WS_E_INVALID: return "INVALID_PATH";
-    case WS_E_OUTSIDE: return "PATH_OUTSIDE_WORKSPACE";
-    case WS_E_NOENT: return "FILE_NOT_FOUND";
-    case WS_E_ISDIR: return "IS_DIRECTORY";
-    case WS_E_NOTDIR: return "NOT_A_DIRECTORY";
-    case WS_E_READONLY: return "READ_ONLY_FILE";
-    default: return "IO_ERROR";
+    case WS_OK:
+        return "OK";
+    case WS_E_INVALID:
+        return "INVALID_PATH";
+    case WS_E_OUTSIDE:
+        return "PATH_OUTSIDE_WORKSPACE";
+    case WS_E_NOENT:
+        return "FILE_NOT_FOUND";
+    case WS_E_ISDIR:
+        return "IS_DIRECTORY";
+    case WS_E_NOTDIR:
+        return "NOT_A_DIRECTORY";
+    case WS_E_READONLY:
+        return "READ_ONLY_FILE";
+    default:
+        return "IO_ERROR";
     }
 }
 
@@ -140,11 +148,16 @@ static int errno_to_ws(int e)
     case EXDEV: /* RESOLVE_BENEATH: the path (or a symlink in it) leads outside */
     case ELOOP: /* a magic link (/proc/.../fd) or a symlink we refuse to chase */
         return WS_E_OUTSIDE;
-    case ENOENT: return WS_E_NOENT;
-    case EISDIR: return WS_E_ISDIR;
-    case ENOTDIR: return WS_E_NOTDIR;
-    case ENAMETOOLONG: return WS_E_INVALID;
-    default: return WS_E_IO;
+    case ENOENT:
+        return WS_E_NOENT;
+    case EISDIR:
+        return WS_E_ISDIR;
+    case ENOTDIR:
+        return WS_E_NOTDIR;
+    case ENAMETOOLONG:
+        return WS_E_INVALID;
+    default:
+        return WS_E_IO;
     }
 }
 

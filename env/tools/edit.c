@@ -18,11 +18,16 @@
 const char *edit_err_code(int err)
 {
     switch (err) {
-    case EDIT_E_EMPTY: return "INVALID_TOOL_CALL";
-    case EDIT_E_NOOP: return "EDIT_NOOP";
-    case EDIT_E_NO_MATCH: return "EDIT_NO_MATCH";
-    case EDIT_E_NOT_UNIQUE: return "EDIT_NOT_UNIQUE";
-    default: return "IO_ERROR";
+    case EDIT_E_EMPTY:
+        return "INVALID_TOOL_CALL";
+    case EDIT_E_NOOP:
+        return "EDIT_NOOP";
+    case EDIT_E_NO_MATCH:
+        return "EDIT_NO_MATCH";
+    case EDIT_E_NOT_UNIQUE:
+        return "EDIT_NOT_UNIQUE";
+    default:
+        return "IO_ERROR";
     }
 }
 
@@ -157,8 +162,8 @@ static void fail_edit(tool_result *res, int err, const fs_path *p, bool multi, s
 
 /* Applies every edit, in order, to the text in *text (replaced by the result). On failure fills
  * res and returns -1, leaving *text as it was. */
-static int apply_all(const edit_spec *edits, size_t n, bool multi, const fs_path *p,
-                     fs_file *text, size_t *replacements, tool_result *res)
+static int apply_all(const edit_spec *edits, size_t n, bool multi, const fs_path *p, fs_file *text,
+                     size_t *replacements, tool_result *res)
 {
     char *cur = text->data;
     size_t cur_len = text->len;
@@ -166,8 +171,8 @@ static int apply_all(const edit_spec *edits, size_t n, bool multi, const fs_path
     for (size_t i = 0; i < n; i++) {
         char *next;
         size_t next_len, count;
-        int rc = edit_apply(cur, cur_len, edits[i].old_str, edits[i].new_str, edits[i].all,
-                            &next, &next_len, &count);
+        int rc = edit_apply(cur, cur_len, edits[i].old_str, edits[i].new_str, edits[i].all, &next,
+                            &next_len, &count);
         if (rc != EDIT_OK) {
             if (cur != text->data)
                 free(cur);
@@ -211,8 +216,8 @@ static void append_snippet(strbuf *sb, const char *before, size_t blen, const ch
     size_t last = change_end > prefix ? line_of(after, change_end - 1) : first;
     size_t from = first > SNIPPET_CONTEXT ? first - SNIPPET_CONTEXT : 1;
     size_t want = last + SNIPPET_CONTEXT - from + 1;
-    size_t shown = fs_cat_n(sb, after, alen, from, want < SNIPPET_MAX_LINES ? want : SNIPPET_MAX_LINES,
-                            NULL);
+    size_t shown =
+        fs_cat_n(sb, after, alen, from, want < SNIPPET_MAX_LINES ? want : SNIPPET_MAX_LINES, NULL);
     if (want > SNIPPET_MAX_LINES && shown == SNIPPET_MAX_LINES)
         sb_puts(sb, "     ...\n");
 }
@@ -295,10 +300,10 @@ static void run_edits(const tool_env *env, const json_t *args, const edit_spec *
         append_snippet(&sb, before, before_len, f.data, f.len);
         bool truncated;
         char *content = fs_cap_output(env, sb_steal(&sb), &truncated);
-        tool_ok_take(res,
-                     json_pack("{s:s,s:I}", "file_path", p.shown, "replacements",
-                               (json_int_t)replacements),
-                     content);
+        tool_ok_take(
+            res,
+            json_pack("{s:s,s:I}", "file_path", p.shown, "replacements", (json_int_t)replacements),
+            content);
     }
     free(before);
     fs_file_free(&f);
@@ -346,13 +351,13 @@ static void multiedit_run(const tool_env *env, const json_t *args, tool_result *
     free(edits);
 }
 
-#define EDIT_FIELDS_SCHEMA                                                                        \
-    "\"old_string\":{\"type\":\"string\",\"description\":\"The exact text to replace, "          \
-    "including whitespace and indentation; must occur exactly once unless replace_all is "       \
-    "true.\"},"                                                                                   \
-    "\"new_string\":{\"type\":\"string\",\"description\":\"The text to put in its place (must "  \
-    "differ from old_string).\"},"                                                                \
-    "\"replace_all\":{\"type\":\"boolean\",\"description\":\"Replace every occurrence of "       \
+#define EDIT_FIELDS_SCHEMA                                                                         \
+    "\"old_string\":{\"type\":\"string\",\"description\":\"The exact text to replace, "            \
+    "including whitespace and indentation; must occur exactly once unless replace_all is "         \
+    "true.\"},"                                                                                    \
+    "\"new_string\":{\"type\":\"string\",\"description\":\"The text to put in its place (must "    \
+    "differ from old_string).\"},"                                                                 \
+    "\"replace_all\":{\"type\":\"boolean\",\"description\":\"Replace every occurrence of "         \
     "old_string (default false).\"}"
 
 const tool_def tool_def_edit = {

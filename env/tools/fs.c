@@ -88,8 +88,7 @@ static void shown_user_path(const char *s, size_t len, char *out, size_t cap)
     free(clean);
 }
 
-int fs_path_arg(const json_t *args, const char *key, const char *dflt, fs_path *p,
-                tool_result *res)
+int fs_path_arg(const json_t *args, const char *key, const char *dflt, fs_path *p, tool_result *res)
 {
     const json_t *v = json_object_get(args, key);
     const char *s = dflt;
@@ -179,8 +178,8 @@ int fs_load_text(const tool_env *env, const fs_path *p, fs_file *f, tool_result 
     int rc = fs_load(env->root_fd, p->rel, cap, f);
     if (rc == FS_E_TOO_LARGE) {
         tool_fail(res, "FILE_TOO_LARGE",
-                  json_pack("{s:s,s:I,s:I}", "file_path", p->shown, "size", (json_int_t)f->st.st_size,
-                            "max_bytes", (json_int_t)cap),
+                  json_pack("{s:s,s:I,s:I}", "file_path", p->shown, "size",
+                            (json_int_t)f->st.st_size, "max_bytes", (json_int_t)cap),
                   "%s is %lld bytes, over the %" PRIu64 "-byte limit for files; use Grep or Bash "
                   "(head, sed -n) to look at parts of it.",
                   p->shown, (long long)f->st.st_size, cap);

@@ -19,7 +19,7 @@
 
 /* fs_load codes beyond the ws_err ones. */
 enum {
-    FS_E_TOO_LARGE = -100, /* larger than the byte cap */
+    FS_E_TOO_LARGE = -100,   /* larger than the byte cap */
     FS_E_NOT_REGULAR = -101, /* a FIFO, socket or device: never opened for reading */
 };
 

@@ -415,7 +415,8 @@ static const char *relative_pattern(const char *pattern, const fs_path *dir, too
 
 static void report_hits(const tool_env *env, glob_search *g, bool incomplete, tool_result *res)
 {
-    qsort(g->hits, g->n, sizeof *g->hits, by_mtime_desc);
+    if (g->n > 1) /* qsort must not see the NULL of an empty list */
+        qsort(g->hits, g->n, sizeof *g->hits, by_mtime_desc);
     size_t shown_n = g->n < GLOB_MAX_RESULTS ? g->n : GLOB_MAX_RESULTS;
     json_t *files = json_array();
     strbuf sb = STRBUF_INIT;
