@@ -571,15 +571,22 @@ static void test_killbash_and_limits(void **state)
     tool_result_deinit(&r);
 
     /* find bash_1's pids */
+    /* The two echo lines may arrive in separate reads: accumulate until both are in. */
     pid_t pids[2] = {0, 0};
+    char seen[256] = "";
     for (int i = 0; i < 200 && !pids[1]; i++) {
         call(f, &tool_def_bashoutput, "{\"bash_id\": \"bash_1\"}", &r);
         if (data_int(&r, "new_bytes") > 0) {
+            size_t n = strcspn(r.content, "["); /* output before the status line */
+            strncat(seen, r.content,
+                    n < sizeof seen - strlen(seen) - 1 ? n : sizeof seen - strlen(seen) - 1);
             char *end;
-            long a = strtol(r.content, &end, 10);
-            long b = strtol(end, NULL, 10);
-            pids[0] = (pid_t)a;
-            pids[1] = (pid_t)b;
+            long a = strtol(seen, &end, 10);
+            long b = strtol(end, &end, 10);
+            if (b > 0 && *end == '\n') {
+                pids[0] = (pid_t)a;
+                pids[1] = (pid_t)b;
+            }
         }
         tool_result_deinit(&r);
         if (!pids[1])
