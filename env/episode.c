@@ -219,33 +219,6 @@ void ep_trajectory_path(const episode *ep, char *buf, size_t cap)
     snprintf(buf, cap, "%s/trajectory.jsonl", ep->dir);
 }
 
-static json_t *meta_json(const episode *ep)
-{
-    char created[32], reset[32];
-    ep_iso_time(ep->created_at, created);
-    ep_iso_time(ep->reset_at, reset);
-    return json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:f, s:f, s:O?, s:O?}", "episode_id", ep->id,
-                     "task_id", ep->task_id, "seed", (json_int_t)ep->seed, "status",
-                     ep_status_name(ep->status), "created_at", created, "reset_at", reset,
-                     "created_unix", ep->created_at, "reset_unix", ep->reset_at, "options",
-                     ep->options, "tags", ep->tags);
-}
-
-/* meta.json: what a restarted server needs to list the episode. Written atomically. */
-static int save_meta(const ep_table *t, const episode *ep)
-{
-    char path[700];
-    snprintf(path, sizeof path, "%s/meta.json", ep->dir);
-    json_t *m = meta_json(ep);
-    char *text = json_dumps(m, JSON_COMPACT);
-    json_decref(m);
-    if (!text)
-        return -ENOMEM;
-    int rc = write_file_atomic(path, text, strlen(text), t->cfg->durability);
-    free(text);
-    return rc;
-}
-
 int ep_record(episode *ep, json_t *record, api_error *e)
 {
     char err[256];
@@ -442,6 +415,7 @@ static int setup_workspace(ep_table *t, episode *ep, const task *tk, const ep_pa
     ep->seed = p->has_seed ? p->seed : random_u64() >> 1;
     ep->step = 0;
     ep->total_reward = 0;
+    ep->usage.known = false; /* a fresh workspace: measured on the first write */
     ep->max_steps = (int)opt_number(opts, "max_steps", t->cfg->max_steps);
     ep->max_wall_s = opt_number(opts, "max_wall_s", t->cfg->max_wall_s);
     ep->idle_timeout_s = opt_number(opts, "idle_timeout_s", t->cfg->idle_timeout_s);
@@ -463,28 +437,36 @@ static const task *pick_task(const ep_table *t, const char *task_id, const task 
     return tk;
 }
 
-/* Writes meta.json and the reset record; builds the reset response. */
-static int finish_reset(ep_table *t, episode *ep, double t0, json_t **reset_out, api_error *e)
+/* Writes the reset record (durable before the reply) and builds the reset response. The
+ * trajectory is the episode's only persistent state: recovery reads it back. */
+static int finish_reset(ep_table *t, episode *ep, double t0, bool created, json_t **reset_out,
+                        api_error *e)
 {
     const char *code = strcmp(ep->variant, "cpu") == 0 ? ep->task->code_cpu : ep->task->code;
-    double reset_ms = (ep_now() - t0) * 1000.0;
+    double setup_ms = (ep_now() - t0) * 1000.0;
     json_t *obs = reset_observation(t, ep, code);
-    json_t *info = reset_info(ep, reset_ms);
-    json_t *rec = json_pack("{s:s, s:s, s:s, s:I, s:O?, s:O, s:O}", "type", "reset", "episode_id",
-                            ep->id, "task_id", ep->task_id, "seed", (json_int_t)ep->seed,
-                            "options", ep->options, "observation", obs, "info", info);
-    int rc = save_meta(t, ep);
-    if (rc != 0)
-        api_error_set(e, 500, "STATE_WRITE_FAILED", true, "cannot write meta.json: %s",
-                      strerror(-rc));
-    else
-        rc = ep_record(ep, rec, e);
+    json_t *info = reset_info(ep, setup_ms);
+    json_t *rec = json_pack("{s:s, s:s, s:s, s:I, s:s, s:f, s:O?, s:O?, s:O, s:O}", "type",
+                            "reset", "episode_id", ep->id, "task_id", ep->task_id, "seed",
+                            (json_int_t)ep->seed, "variant", ep->variant, "created_unix",
+                            ep->created_at, "options", ep->options, "tags", ep->tags,
+                            "observation", obs, "info", info);
+    int rc = ep_record(ep, rec, e);
     json_decref(rec);
+    /* A new trajectory file is durable only once the directories naming it are. */
+    if (rc == 0 && created && t->cfg->durability == DURABILITY_FSYNC &&
+        (fsync_dir(ep->dir) != 0 || fsync_dir(t->episodes_dir) != 0)) {
+        api_error_set(e, 500, "STATE_WRITE_FAILED", true, "cannot sync the state directory");
+        rc = -1;
+    }
     if (rc != 0) {
         json_decref(obs);
         json_decref(info);
         return -1;
     }
+    double reset_ms = (ep_now() - t0) * 1000.0;
+    json_object_set_new(json_object_get(info, "timing"), "reset_ms", json_real(reset_ms));
+    json_object_set_new(json_object_get(info, "timing"), "setup_ms", json_real(setup_ms));
     *reset_out = json_pack("{s:s, s:o, s:o}", "episode_id", ep->id, "observation", obs, "info",
                            info);
     if (t->metrics)
@@ -562,7 +544,7 @@ int ep_create(ep_table *t, const ep_params *p, episode **out, json_t **reset_out
     ep->created_at = t0;
     ep->status = EP_ACTIVE;
     if (open_episode_files(t, ep, e) != 0 || setup_workspace(t, ep, tk, p, e) != 0 ||
-        finish_reset(t, ep, t0, reset_out, e) != 0) {
+        finish_reset(t, ep, t0, true, reset_out, e) != 0) {
         ws_remove_tree(ep->dir);
         episode_free(ep);
         atomic_fetch_sub(&t->open, 1);
@@ -637,7 +619,7 @@ int ep_reset(ep_table *t, episode *ep, const ep_params *p, json_t **reset_out, a
     rc = setup_workspace(t, ep, tk, p, e);
     if (rc == 0) {
         ep->status = EP_ACTIVE;
-        rc = finish_reset(t, ep, t0, reset_out, e);
+        rc = finish_reset(t, ep, t0, false, reset_out, e);
     }
     pthread_mutex_lock(&ep->lock);
     ep->busy = false;
@@ -669,7 +651,6 @@ static void finish_episode(ep_table *t, episode *ep, ep_status status, const cha
     api_error ignored = {0};
     release_workspace(t, ep);
     ep->status = status;
-    save_meta(t, ep);
     json_t *rec = json_pack("{s:s, s:s}", "type", "close", "reason", reason);
     ep_record(ep, rec, &ignored);
     json_decref(rec);
@@ -745,14 +726,14 @@ void ep_tool_env(episode *ep, tool_env *env)
     env->episode_dir = ep->dir;
     env->limits = &ep->limits;
     env->jobs = ep->jobs;
+    env->usage = &ep->usage;
 }
 
 void ep_mark_done(ep_table *t, episode *ep, ep_status status)
 {
     pthread_mutex_lock(&ep->lock);
-    ep->status = status;
+    ep->status = status; /* the step record that ended it says so durably */
     pthread_mutex_unlock(&ep->lock);
-    save_meta(t, ep);
     if (t->metrics)
         metrics_episode_end(t->metrics, ep_status_name(status));
 }
@@ -840,48 +821,84 @@ int ep_reap_idle(ep_table *t, double now)
     return reaped;
 }
 
-/* Loads one episode a previous run left behind, as ended. */
+/* What a trajectory says about its episode: the last reset, the steps since, how it ended. */
+typedef struct traj_summary {
+    json_t *reset;      /* the last reset record (owned) */
+    int steps;          /* step records since it */
+    const char *ended;  /* "closed", "expired" or NULL (still open when the server stopped) */
+} traj_summary;
+
+static void summarize_line(traj_summary *s, const char *line, size_t len)
+{
+    json_t *rec = json_loadb(line, len, 0, NULL);
+    const char *type = json_string_value(json_object_get(rec, "type"));
+    if (type && strcmp(type, "reset") == 0) {
+        json_decref(s->reset);
+        s->reset = json_incref(rec);
+        s->steps = 0;
+        s->ended = NULL;
+    } else if (type && strcmp(type, "step") == 0) {
+        s->steps++;
+    } else if (type && strcmp(type, "close") == 0) {
+        const char *reason = json_string_value(json_object_get(rec, "reason"));
+        s->ended = reason && strcmp(reason, "reaped") == 0 ? "expired" : "closed";
+    }
+    json_decref(rec);
+}
+
+static int summarize_trajectory(const char *path, traj_summary *s)
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    while ((n = getline(&line, &cap, f)) > 0)
+        if (line[n - 1] == '\n') /* a torn last line was never acknowledged */
+            summarize_line(s, line, (size_t)n);
+    free(line);
+    fclose(f);
+    return s->reset ? 0 : -1;
+}
+
+/* Lists one episode a previous run left behind: closed and expired ones as they were, open
+ * ones as ended. Its workspace and jobs are gone; its trajectory stays readable. */
 static int recover_one(ep_table *t, const char *id)
 {
     char path[700], err[256];
-    snprintf(path, sizeof path, "%s/%s/meta.json", t->episodes_dir, id);
-    json_t *meta = json_load_file(path, 0, NULL);
-    if (!json_is_object(meta)) {
-        json_decref(meta);
-        return -1;
-    }
-    episode *ep = episode_alloc(t);
+    snprintf(path, sizeof path, "%s/%s/trajectory.jsonl", t->episodes_dir, id);
+    /* Opening cuts a torn last line; nothing more is written to this file. */
+    traj_close(traj_open(path, DURABILITY_NONE, err, sizeof err));
+    traj_summary sum = {0};
+    episode *ep = summarize_trajectory(path, &sum) == 0 ? episode_alloc(t) : NULL;
     if (!ep) {
-        json_decref(meta);
+        json_decref(sum.reset);
         return -1;
     }
+    const json_t *r = sum.reset;
     snprintf(ep->id, sizeof ep->id, "%s", id);
     snprintf(ep->dir, sizeof ep->dir, "%s/%s", t->episodes_dir, id);
     snprintf(ep->work_dir, sizeof ep->work_dir, "%s/work", ep->dir);
-    const char *task_id = json_string_value(json_object_get(meta, "task_id"));
-    const char *status = json_string_value(json_object_get(meta, "status"));
+    const char *task_id = json_string_value(json_object_get(r, "task_id"));
+    const char *variant = json_string_value(json_object_get(r, "variant"));
     snprintf(ep->task_id, sizeof ep->task_id, "%s", task_id ? task_id : "");
-    ep->seed = (uint64_t)json_integer_value(json_object_get(meta, "seed"));
-    ep->created_at = json_number_value(json_object_get(meta, "created_unix"));
-    ep->reset_at = ep->last_active = json_number_value(json_object_get(meta, "reset_unix"));
-    ep->options = json_incref(json_object_get(meta, "options"));
-    ep->tags = json_incref(json_object_get(meta, "tags"));
+    snprintf(ep->variant, sizeof ep->variant, "%s", variant ? variant : "gpu");
+    ep->seed = (uint64_t)json_integer_value(json_object_get(r, "seed"));
+    ep->created_at = json_number_value(json_object_get(r, "created_unix"));
+    ep->reset_at = ep->last_active = json_number_value(json_object_get(r, "ts"));
+    ep->options = json_incref(json_object_get(r, "options"));
+    ep->tags = json_incref(json_object_get(r, "tags"));
+    ep->max_steps = (int)json_integer_value(json_object_get(json_object_get(r, "info"), "max_steps"));
+    ep->step = sum.steps;
     ep->task = task_store_find(t->tasks, ep->task_id);
-    /* Closed and expired stay what they were; anything that was open has ended. */
-    ep->status = (status && strcmp(status, "closed") == 0)    ? EP_CLOSED
-                 : (status && strcmp(status, "expired") == 0) ? EP_EXPIRED
-                                                              : EP_ENDED;
-    json_decref(meta);
-    if (ep->status == EP_ENDED) {
-        ws_remove_tree(ep->work_dir);
-        char jobs_dir[700];
-        snprintf(jobs_dir, sizeof jobs_dir, "%s/jobs", ep->dir);
-        ws_remove_tree(jobs_dir);
-        save_meta(t, ep);
-    }
-    ep_trajectory_path(ep, path, sizeof path);
-    /* Opening cuts a torn last line (never acknowledged); nothing more is written to it. */
-    traj_close(traj_open(path, t->cfg->durability, err, sizeof err));
+    ep->status = !sum.ended                         ? EP_ENDED
+                 : strcmp(sum.ended, "expired") == 0 ? EP_EXPIRED
+                                                     : EP_CLOSED;
+    json_decref(sum.reset);
+    ws_remove_tree(ep->work_dir);
+    snprintf(path, sizeof path, "%s/jobs", ep->dir);
+    ws_remove_tree(path);
     pthread_mutex_lock(&t->lock);
     table_insert_locked(t, ep);
     pthread_mutex_unlock(&t->lock);

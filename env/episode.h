@@ -61,6 +61,7 @@ typedef struct episode {
     int root_fd;            /* workspace root (O_PATH), -1 when freed */
     tool_limits limits;
     job_table *jobs;
+    tool_usage_cache usage; /* the workspace's disk usage, between tool calls */
     trajectory *traj;
     idem_cache idem;
     double total_reward;

@@ -333,6 +333,7 @@ static void route_file_put(server *srv, const api_request *req, episode *ep,
         fail_path(resp, rc, shown);
         return;
     }
+    fs_usage_changed(&env, exists ? (uint64_t)st.st_size : 0, req->body_len);
     /* Uploads change the workspace: the trajectory must show them (content when it is text). */
     bool text = req->body_len <= 65536 && text_is_utf8(req->body ? req->body : "", req->body_len);
     json_t *rec = json_pack("{s:s, s:s, s:I, s:b}", "type", "upload", "path", shown, "bytes",

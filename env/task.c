@@ -24,7 +24,7 @@
 struct task_store {
     task **v;
     size_t n, cap;
-    size_t *slots;  /* 0 = empty, else index + 1 into v; power-of-two size */
+    size_t *slots; /* 0 = empty, else index + 1 into v; power-of-two size */
     size_t nslots;
     size_t indexed; /* v[0..indexed) are in the index */
 };
@@ -60,8 +60,8 @@ static char *xstrdup(const char *s)
 
 static bool id_char_ok(char c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '_' || c == '-' || c == '.' || c == '+' || c == ':';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-' || c == '.' || c == '+' || c == ':';
 }
 
 bool task_id_valid(const char *id)
@@ -76,7 +76,8 @@ bool task_id_valid(const char *id)
     for (const char *p = id;; p++) {
         if (*p == '/' || *p == '\0') {
             size_t sl = (size_t)(p - seg);
-            if (sl == 0 || (sl == 1 && seg[0] == '.') || (sl == 2 && seg[0] == '.' && seg[1] == '.'))
+            if (sl == 0 || (sl == 1 && seg[0] == '.') ||
+                (sl == 2 && seg[0] == '.' && seg[1] == '.'))
                 return false;
             if (*p == '\0')
                 return true;
@@ -334,8 +335,8 @@ static int read_code(int dirfd, const char *rel, const char *shown, bool missing
                      char *err, size_t errcap)
 {
     size_t len = 0;
-    int rc = read_capped(dirfd, rel, shown, TASK_MAX_CODE_BYTES, missing_ok, out, &len, err,
-                         errcap);
+    int rc =
+        read_capped(dirfd, rel, shown, TASK_MAX_CODE_BYTES, missing_ok, out, &len, err, errcap);
     if (rc != 0)
         return rc;
     const char *why = !is_text(*out, len) ? "not UTF-8 text" : !has_content(*out) ? "empty" : NULL;
@@ -460,8 +461,7 @@ static int opt_int(const json_t *obj, const char *key, long long lo, long long h
     if (!v || json_is_null(v))
         return 0;
     if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
-        return fail(err, errcap, "%s: \"%s\" must be an integer in %lld..%lld", where, key, lo,
-                    hi);
+        return fail(err, errcap, "%s: \"%s\" must be an integer in %lld..%lld", where, key, lo, hi);
     *out = json_integer_value(v);
     return 0;
 }
@@ -511,11 +511,13 @@ static json_t *meta_from(const json_t *obj)
     json_t *v;
     if (!meta)
         return NULL;
-    json_object_foreach ((json_t *)obj, k, v)
+    json_object_foreach((json_t *)obj, k, v)
+    {
         if (!is_core_key(k) && json_object_set(meta, k, v) != 0) {
             json_decref(meta);
             return NULL;
         }
+    }
     return meta;
 }
 
@@ -595,8 +597,8 @@ static int take_code_field(const json_t *obj, const char *key, bool required, ch
 
 /* ---------------------------------------------------------------- JSONL reading */
 
-typedef int (*line_fn)(task_store *ts, const json_t *obj, long lineno, const char *where,
-                       void *ctx, char *err, size_t errcap);
+typedef int (*line_fn)(task_store *ts, const json_t *obj, long lineno, const char *where, void *ctx,
+                       char *err, size_t errcap);
 
 /* Calls fn for each non-blank line of a JSONL file, parsed as an object. Stops at the first
  * failure. */
@@ -680,8 +682,8 @@ static int load_task_folder(task_store *ts, int dirfd, const char *dir, const ch
     if (read_code(fd, "model_cpu.py", shown, true, &code_cpu, err, errcap) < 0)
         goto out;
     bfmt(shown, sizeof shown, "%s/task.json", where);
-    r = read_capped(fd, "task.json", shown, TASK_MAX_META_BYTES, true, &meta_text, &meta_len,
-                        err, errcap);
+    r = read_capped(fd, "task.json", shown, TASK_MAX_META_BYTES, true, &meta_text, &meta_len, err,
+                    errcap);
     if (r != 0) {
         if (r == 1)
             fail(err, errcap, "%s: task folder without task.json", where);
@@ -705,8 +707,8 @@ static int load_task_folder(task_store *ts, int dirfd, const char *dir, const ch
         fail(err, errcap, "%s: folder name '%s' cannot form a task id", where, folder);
         goto out;
     }
-    task *t = task_make(id, suite, f.name ? f.name : folder, f.description, f.level, code,
-                        code_cpu, f.atol, f.rtol, meta_from(obj), where);
+    task *t = task_make(id, suite, f.name ? f.name : folder, f.description, f.level, code, code_cpu,
+                        f.atol, f.rtol, meta_from(obj), where);
     code = code_cpu = NULL; /* taken over by task_make, even when it fails */
     if (!t) {
         fail(err, errcap, "out of memory");
@@ -764,12 +766,14 @@ static void ops_name(const json_t *obj, const char *id, char *out, size_t cap)
     } else if (json_is_array(ops)) {
         size_t i;
         const json_t *op;
-        json_array_foreach (ops, i, op)
-            if (json_is_string(op)) {
-                if (sb.len)
-                    sb_putc(&sb, '+');
-                sb_puts(&sb, json_string_value(op));
-            }
+        json_array_foreach(ops, i, op)
+        {
+            if (!json_is_string(op))
+                continue;
+            if (sb.len)
+                sb_putc(&sb, '+');
+            sb_puts(&sb, json_string_value(op));
+        }
     }
     bfmt(out, cap, "%s", sb.len ? sb.data : id);
     sb_free(&sb);
@@ -854,8 +858,8 @@ static int cmp_kb(const void *a, const void *b)
 
 /* Makes the KernelBench task for (level, pid) and adds it to the batch. code and meta are
  * taken over. */
-static int kb_add(kb_batch *b, int level, long long pid, const char *name, char *code,
-                  json_t *meta, const char *origin, char *err, size_t errcap)
+static int kb_add(kb_batch *b, int level, long long pid, const char *name, char *code, json_t *meta,
+                  const char *origin, char *err, size_t errcap)
 {
     if (meta && json_object_set_new(meta, "problem_id", json_integer(pid)) != 0) {
         json_decref(meta);
@@ -1080,10 +1084,12 @@ json_t *task_detail_json(const task *t)
     }
     const char *k;
     json_t *v;
-    json_object_foreach (t->meta, k, v)
+    json_object_foreach(t->meta, k, v)
+    {
         if (!json_object_get(o, k) && json_object_set(o, k, v) != 0) {
             json_decref(o);
             return NULL;
         }
+    }
     return o;
 }

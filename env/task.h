@@ -19,11 +19,11 @@
 #include <stddef.h>
 
 /* Size limits. A reference model is a short Python file; anything near these is a mistake. */
-#define TASK_MAX_CODE_BYTES (1u << 20)      /* model.py, model_cpu.py, a "code" field */
-#define TASK_MAX_META_BYTES (256u << 10)    /* task.json */
-#define TASK_MAX_LINE_BYTES (4u << 20)      /* one JSONL line (code escaped + metadata) */
+#define TASK_MAX_CODE_BYTES (1u << 20)   /* model.py, model_cpu.py, a "code" field */
+#define TASK_MAX_META_BYTES (256u << 10) /* task.json */
+#define TASK_MAX_LINE_BYTES (4u << 20)   /* one JSONL line (code escaped + metadata) */
 #define TASK_MAX_ID_LEN 200
-#define TASK_MAX_TASKS 1000000              /* per store */
+#define TASK_MAX_TASKS 1000000 /* per store */
 
 typedef struct task {
     char *id;          /* unique, e.g. "kgym/gemm_bias_gelu", "ops/17", "kb/L2/5" */

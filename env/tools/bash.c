@@ -16,6 +16,7 @@
 #include "spawn.h"
 #include "tools/jobs.h"
 #include "tools/tool.h"
+#include "tools/fs.h"
 #include "util/strbuf.h"
 #include "util/text.h"
 #include "wspath.h"
@@ -61,9 +62,10 @@ static void check_quota(const tool_env *env, tool_result *res)
 {
     const tool_limits *lim = env->limits;
     unsigned long long used = 0;
+    fs_usage_forget(env); /* the command may have written anything */
     if (env->root_fd < 0 || !lim->disk_quota_bytes)
         return;
-    if (ws_disk_usage(env->root_fd, &used) != WS_OK || used <= lim->disk_quota_bytes)
+    if (fs_disk_usage(env, &used) != WS_OK || used <= lim->disk_quota_bytes)
         return;
     strbuf sb = STRBUF_INIT;
     sb_puts(&sb, res->content ? res->content : "");

@@ -247,6 +247,7 @@ static int store(const tool_env *env, const fs_path *p, const char *target, cons
         fs_fail_path(res, rc, p->shown);
         return -1;
     }
+    fs_usage_changed(env, (uint64_t)st->st_size, edited->len);
     return 0;
 }
 

@@ -1,5 +1,6 @@
 /* Helpers shared by the file tools; see fs.h. */
 #include "tools/fs.h"
+#include "tools/jobs.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -324,6 +325,34 @@ int fs_resolve_target(int root_fd, const char *rel, char *target, struct stat *s
     return rc;
 }
 
+int fs_disk_usage(const tool_env *env, unsigned long long *bytes)
+{
+    tool_usage_cache *c = env->usage;
+    if (c && c->known && (!env->jobs || job_table_running(env->jobs) == 0)) {
+        *bytes = c->bytes;
+        return WS_OK;
+    }
+    int rc = ws_disk_usage(env->root_fd, bytes);
+    if (c) {
+        c->known = rc == WS_OK;
+        c->bytes = *bytes;
+    }
+    return rc;
+}
+
+void fs_usage_changed(const tool_env *env, uint64_t old_size, uint64_t new_size)
+{
+    tool_usage_cache *c = env->usage;
+    if (c && c->known)
+        c->bytes = (c->bytes > old_size ? c->bytes - old_size : 0) + new_size;
+}
+
+void fs_usage_forget(const tool_env *env)
+{
+    if (env->usage)
+        env->usage->known = false;
+}
+
 int fs_check_quota(const tool_env *env, uint64_t old_size, uint64_t new_size, const char *shown,
                    tool_result *res)
 {
@@ -331,7 +360,7 @@ int fs_check_quota(const tool_env *env, uint64_t old_size, uint64_t new_size, co
     if (quota == 0)
         return 0;
     unsigned long long usage;
-    if (ws_disk_usage(env->root_fd, &usage) != WS_OK) {
+    if (fs_disk_usage(env, &usage) != WS_OK) {
         tool_fail(res, "IO_ERROR", json_pack("{s:s}", "file_path", shown),
                   "Could not measure the workspace's disk usage.");
         return -1;

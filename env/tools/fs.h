@@ -63,6 +63,15 @@ int fs_load_text(const tool_env *env, const fs_path *p, fs_file *f, tool_result 
  * Returns 0 or a ws_err (a directory is WS_E_ISDIR). */
 int fs_resolve_target(int root_fd, const char *rel, char *target, struct stat *st, bool *exists);
 
+/* The workspace's disk usage: from the episode's cache when nothing but the file tools wrote
+ * since it was measured (no background job running), else by walking the tree, which refreshes
+ * the cache. Returns WS_OK or WS_E_IO. */
+int fs_disk_usage(const tool_env *env, unsigned long long *bytes);
+/* Records in the cache that a file tool replaced old_size bytes by new_size. */
+void fs_usage_changed(const tool_env *env, uint64_t old_size, uint64_t new_size);
+/* Forgets the cached usage: something else (Bash, a job) wrote the workspace. */
+void fs_usage_forget(const tool_env *env);
+
 /* Checks that replacing a file of old_size bytes by new_size bytes keeps the workspace within
  * its disk quota. On failure fills res (DISK_QUOTA_EXCEEDED or IO_ERROR) and returns -1. */
 int fs_check_quota(const tool_env *env, uint64_t old_size, uint64_t new_size, const char *shown,

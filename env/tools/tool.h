@@ -28,6 +28,13 @@ typedef struct tool_limits {
     int max_background_jobs;    /* per episode */
 } tool_limits;
 
+/* A workspace's disk usage remembered between tool calls, so a Write need not walk the tree.
+ * Trusted only while nothing but the file tools wrote the workspace since it was measured. */
+typedef struct tool_usage_cache {
+    bool known;
+    unsigned long long bytes;
+} tool_usage_cache;
+
 /* What a tool may touch: one episode's workspace, nothing else. */
 typedef struct tool_env {
     int root_fd;                /* O_DIRECTORY|O_PATH fd of the workspace root */
@@ -35,6 +42,7 @@ typedef struct tool_env {
     const char *episode_dir;    /* host path of the episode's private dir (job logs), outside root */
     const tool_limits *limits;
     struct job_table *jobs;     /* this episode's background jobs */
+    tool_usage_cache *usage;    /* this episode's usage cache, or NULL (always walk) */
 } tool_env;
 
 typedef struct tool_result {

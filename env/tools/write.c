@@ -53,6 +53,7 @@ static void write_run(const tool_env *env, const json_t *args, tool_result *res)
         fs_fail_path(res, rc, p.shown);
         return;
     }
+    fs_usage_changed(env, old_size, len);
     tool_ok(res,
             json_pack("{s:s,s:I,s:b}", "file_path", p.shown, "bytes", (json_int_t)len, "created",
                       !exists),

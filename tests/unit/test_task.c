@@ -255,7 +255,9 @@ static void test_jsonl_loads_in_line_order(void **state)
 {
     (void)state;
     put_file("ops.jsonl",
-             "{\"code\": \"" "import torch\\n" "\", \"ops\": [\"torch.relu\", \"nn.Conv2d\"],"
+             "{\"code\": \""
+             "import torch\\n"
+             "\", \"ops\": [\"torch.relu\", \"nn.Conv2d\"],"
              " \"data_source\": \"torch#2\"}\n"
              "\n"
              "   \r\n"
@@ -327,7 +329,8 @@ static void test_jsonl_errors(void **state)
     expect_jsonl_error(ts, "nulcode.jsonl", ":1: invalid JSON");
     put_file("array.jsonl", "[1]\n");
     expect_jsonl_error(ts, "array.jsonl", ":1: not a JSON object");
-    put_file("dup.jsonl", "{\"id\": \"x/1\", \"code\": \"a\"}\n{\"id\": \"x/1\", \"code\": \"b\"}\n");
+    put_file("dup.jsonl",
+             "{\"id\": \"x/1\", \"code\": \"a\"}\n{\"id\": \"x/1\", \"code\": \"b\"}\n");
     expect_jsonl_error(ts, "dup.jsonl", "duplicate task id 'x/1'");
     put_file("badid.jsonl", "{\"id\": \"a//b\", \"code\": \"a\"}\n");
     expect_jsonl_error(ts, "badid.jsonl", "invalid task id");
@@ -341,7 +344,8 @@ static void test_jsonl_errors(void **state)
     put_file("ok.jsonl", "{\"code\": \"a\"}\n{\"code\": \"b\"}\n");
     char err[512];
     assert_int_equal(task_store_load_jsonl(ts, path_of("ok.jsonl"), err, sizeof err), 2);
-    put_file("overlap.jsonl", "{\"id\": \"new/1\", \"code\": \"a\"}\n{\"id\": \"ops/2\", \"code\": \"b\"}\n");
+    put_file("overlap.jsonl",
+             "{\"id\": \"new/1\", \"code\": \"a\"}\n{\"id\": \"ops/2\", \"code\": \"b\"}\n");
     expect_jsonl_error(ts, "overlap.jsonl", "duplicate task id 'ops/2'");
     assert_null(task_store_find(ts, "new/1"));
     assert_non_null(task_store_find(ts, "ops/1"));
@@ -439,11 +443,12 @@ static void test_kb_checkout_errors(void **state)
 static void test_kb_jsonl(void **state)
 {
     (void)state;
-    put_file("kb.jsonl",
-             "{\"level\": 2, \"problem_id\": 1, \"name\": \"1_Conv_ReLU.py\", \"code\": \"c = 1\\n\"}\n"
-             "{\"level\": 1, \"problem_id\": 12, \"name\": \"12_Gemm.py\", \"code\": \"g = 1\\n\"}\n"
-             "\n"
-             "{\"level\": 1, \"problem_id\": 3, \"code\": \"t = 1\\n\", \"extra\": true}\n");
+    put_file(
+        "kb.jsonl",
+        "{\"level\": 2, \"problem_id\": 1, \"name\": \"1_Conv_ReLU.py\", \"code\": \"c = 1\\n\"}\n"
+        "{\"level\": 1, \"problem_id\": 12, \"name\": \"12_Gemm.py\", \"code\": \"g = 1\\n\"}\n"
+        "\n"
+        "{\"level\": 1, \"problem_id\": 3, \"code\": \"t = 1\\n\", \"extra\": true}\n");
     task_store *ts = task_store_new();
     char err[512] = "";
     assert_int_equal(task_store_load_kernelbench(ts, path_of("kb.jsonl"), err, sizeof err), 3);
@@ -484,7 +489,8 @@ static void test_many_tasks_lookup(void **state)
     enum { N = 6000 };
     strbuf sb = STRBUF_INIT;
     for (int i = 0; i < N; i++)
-        assert_int_equal(sb_printf(&sb, "{\"code\": \"x = %d\\n\", \"ops\": [\"op%d\"]}\n", i, i), 0);
+        assert_int_equal(sb_printf(&sb, "{\"code\": \"x = %d\\n\", \"ops\": [\"op%d\"]}\n", i, i),
+                         0);
     put_file("many.jsonl", sb.data);
     sb_free(&sb);
 

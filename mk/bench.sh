@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# make bench: builds tests/bench/bench_env, starts a kgym-env server with `make run`'s defaults
+# (configs/server.json, fsync durability) on a free port and a fresh state dir on a real disk,
+# runs the benchmark against it, stops the server with SIGTERM, removes the state dir and exits
+# with the benchmark's status. $SERVE_ARGS go to the server (as with make run, e.g.
+# SERVE_ARGS="--durability none"); arguments (and $BENCH_ARGS) go to bench_env; see
+# `build/bench/bench_env --help` and tests/bench/README.md.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+CC=${CC:-cc}
+HOST=${HOST:-127.0.0.1}
+CONFIG=${BENCH_CONFIG:-configs/server.json}
+KGYM_ENV=$BUILD/kgym-env
+BENCH=$BUILD/bench/bench_env
+JSON_OUT=${BENCH_JSON:-$BUILD/bench/bench.json}
+SERVER_LOG=$BUILD/bench/server.log
+
+die() { echo "kgym bench: $*" >&2; exit 2; }
+
+[ -x "$KGYM_ENV" ] || die "$KGYM_ENV is missing: run make first"
+mkdir -p "$BUILD/bench"
+# shellcheck disable=SC2046
+$CC -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -pthread \
+    $(pkg-config --cflags jansson) tests/bench/bench_env.c -o "$BENCH" \
+    $(pkg-config --libs jansson) -lm || die "cannot build $BENCH"
+
+# The state dir must be on a real disk: fsync on tmpfs costs nothing and flatters every figure.
+fstype() { stat -f -c %T "$1" 2>/dev/null; }
+is_memory_fs() { case "$1" in tmpfs|ramfs) return 0;; *) return 1;; esac; }
+parent=${TMPDIR:-/tmp}
+if ! [ -d "$parent" ] || is_memory_fs "$(fstype "$parent")"; then
+    parent=$PWD/$BUILD/bench-state
+    mkdir -p "$parent" || die "cannot create $parent"
+fi
+STATE=$(mktemp -d "$parent/kgym-bench.XXXXXX") || die "cannot create a state dir under $parent"
+is_memory_fs "$(fstype "$STATE")" && die "$STATE is on $(fstype "$STATE"), not a real disk"
+
+server_pid=
+cleanup() {
+    if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
+        kill -TERM "$server_pid" 2>/dev/null
+        for _ in $(seq 1 100); do
+            kill -0 "$server_pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        if kill -0 "$server_pid" 2>/dev/null; then
+            echo "kgym bench: the server did not stop within 10 s of SIGTERM; killing it" >&2
+            kill -KILL "$server_pid" 2>/dev/null
+        fi
+        wait "$server_pid" 2>/dev/null
+    fi
+    rm -rf "$STATE"
+    rmdir "$PWD/$BUILD/bench-state" 2>/dev/null
+    return 0
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# shellcheck disable=SC2086
+"$KGYM_ENV" serve --config "$CONFIG" --host "$HOST" --port 0 --state-dir "$STATE" --quiet \
+    ${SERVE_ARGS:-} 2>"$SERVER_LOG" &
+server_pid=$!
+
+port=
+for _ in $(seq 1 300); do
+    port=$(grep -m1 '"event":"listening"' "$SERVER_LOG" 2>/dev/null |
+           sed -n 's/.*"port":\([0-9][0-9]*\).*/\1/p')
+    [ -n "$port" ] && break
+    kill -0 "$server_pid" 2>/dev/null || { cat "$SERVER_LOG" >&2; die "the server exited"; }
+    sleep 0.1
+done
+[ -n "$port" ] || { cat "$SERVER_LOG" >&2; die "the server did not report its port in 30 s"; }
+
+# shellcheck disable=SC2086
+"$BENCH" --url "http://$HOST:$port" --server-pid "$server_pid" --config "$CONFIG" \
+    --state-dir "$STATE" --json "$JSON_OUT" ${BENCH_ARGS:-} "$@"
+rc=$?
+echo "figures: $JSON_OUT; server log: $SERVER_LOG"
+exit $rc
