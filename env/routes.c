@@ -63,7 +63,7 @@ void route_info(server *srv, const api_request *req, api_response *resp)
                   l->bash_timeout_max_ms / 1000 + 30, "max_output_chars",
                   (json_int_t)l->max_output_chars, "durability",
                   srv->cfg.durability == DURABILITY_FSYNC ? "fsync" : "none", "sandbox",
-                  "none: tools run as the server's user in their own process group with rlimits",
+                  KGYM_SANDBOX_DESC,
                   "draining", atomic_load(&srv->draining), "devices", "evaluation",
                   "not available in this build (Compile/Verify/Profile/Submit come with the "
                   "trusted harness)"));

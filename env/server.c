@@ -350,7 +350,7 @@ int server_run(server *srv, char *err, size_t errcap)
                          srv->bound_port, "tasks", (json_int_t)task_store_count(srv->tasks),
                          "state_dir", srv->cfg.state_dir, "durability",
                          srv->cfg.durability == DURABILITY_FSYNC ? "fsync" : "none", "sandbox",
-                         "none (process group + rlimits)"));
+                         KGYM_SANDBOX_DESC));
     double interval = srv->cfg.reaper_interval_s;
     for (;;) {
         struct timespec ts = {(time_t)interval,

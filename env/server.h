@@ -15,6 +15,9 @@
 #include "workspace.h"
 
 #define KGYM_VERSION "0.1.0"
+/* What isolates tool processes in this build (reported by /v1/info and the start-up log). */
+#define KGYM_SANDBOX_DESC                                                                      \
+    "none: tools run as the server's user, each Bash call in its own process group with rlimits"
 
 typedef struct server {
     server_config cfg;
