@@ -1,0 +1,36 @@
+"""kgym task add_layernorm: Residual add + LayerNorm."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+# CPU-test size of model.py's problem: the same model, small enough for a CPU test.
+ROWS = 64
+DIM = 256
+EPS = 1e-5
+
+
+class Model(nn.Module):
+    """y = layernorm(x + residual)."""
+
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim, eps=eps)
+        with torch.no_grad():  # an affine that is not the identity
+            self.norm.weight.uniform_(0.5, 1.5)
+            self.norm.bias.uniform_(-0.5, 0.5)
+
+    def forward(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        return self.norm(x + residual)
+
+
+def _rows():
+    # rows with their own scale and offset, so both statistics matter
+    return torch.randn(ROWS, DIM) * torch.exp(torch.randn(ROWS, 1)) + torch.randn(ROWS, 1)
+
+
+def get_inputs():
+    return [_rows(), _rows()]
+
+
+def get_init_inputs():
+    return [DIM, EPS]
