@@ -1,6 +1,8 @@
 /* The response helpers of api.h: the one error envelope, JSON bodies. */
 #include "api.h"
 
+#include "util/text.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,8 +26,12 @@ void api_json(api_response *resp, int status, json_t *body)
 static void fill_error(api_response *resp, int status, const char *code, bool retryable,
                        json_t *details, const char *message)
 {
-    json_t *err = json_pack("{s:s, s:s, s:b, s:o}", "code", code, "message", message,
-                            "retryable", retryable, "details", details ? details : json_object());
+    /* Messages quote what the client sent (a path, an id), which may not be UTF-8. */
+    char *clean = text_sanitize_utf8(message, strlen(message));
+    json_t *err = json_pack("{s:s, s:s, s:b, s:o}", "code", code, "message",
+                            clean ? clean : "(message lost)", "retryable", retryable, "details",
+                            details ? details : json_object());
+    free(clean);
     api_json(resp, status, json_pack("{s:o}", "error", err));
 }
 

@@ -163,6 +163,22 @@ long ep_open_count(ep_table *t)
     return atomic_load(&t->open);
 }
 
+/* mkdir -p: the state dir may be a fresh path several levels deep. */
+static int make_dirs(const char *path)
+{
+    char buf[600];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    return mkdir(buf, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
+
 ep_table *ep_table_new(const server_config *cfg, const task_store *tasks, const ws_template *tpl,
                        char *err, size_t errcap)
 {
@@ -182,8 +198,7 @@ ep_table *ep_table_new(const server_config *cfg, const task_store *tasks, const 
     t->tpl = tpl;
     pthread_mutex_init(&t->lock, NULL);
     snprintf(t->episodes_dir, sizeof t->episodes_dir, "%s/episodes", cfg->state_dir);
-    if ((mkdir(cfg->state_dir, 0755) != 0 && errno != EEXIST) ||
-        (mkdir(t->episodes_dir, 0755) != 0 && errno != EEXIST)) {
+    if (make_dirs(t->episodes_dir) != 0) {
         snprintf(err, errcap, "cannot create state dir %s: %s", t->episodes_dir, strerror(errno));
         pthread_mutex_destroy(&t->lock);
         free(t->buckets);

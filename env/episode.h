@@ -26,7 +26,7 @@
 
 struct metrics;
 
-#define EP_ID_LEN 20 /* "ep_" + 16 hex digits */
+#define EP_ID_LEN 19 /* "ep_" + 16 hex digits */
 
 typedef enum ep_status {
     EP_ACTIVE,     /* steps accepted */

@@ -260,21 +260,20 @@ static void list_directory(int dirfd, const char *shown, api_response *resp)
 static void route_file_get(episode *ep, const char *user_path, api_response *resp)
 {
     char rel[WS_PATH_MAX], shown[WS_PATH_MAX + 16];
-    int rc = ws_normalize(user_path, strlen(user_path), rel);
-    ws_display(rc == WS_OK ? rel : ".", shown, sizeof shown);
+    /* files/ and files name the workspace root: a listing. */
+    int rc = user_path[0] ? ws_normalize(user_path, strlen(user_path), rel) : WS_OK;
+    if (!user_path[0])
+        strcpy(rel, ".");
     if (rc != WS_OK) {
         fail_path(resp, rc, user_path);
         return;
     }
+    ws_display(rel, shown, sizeof shown);
     int fd = ws_open(ep->root_fd, rel, O_RDONLY, 0);
-    if (fd == WS_E_ISDIR || (fd >= 0 && strcmp(rel, ".") == 0)) {
-        if (fd >= 0)
-            close(fd);
-        fd = ws_open(ep->root_fd, rel, O_RDONLY | O_DIRECTORY, 0);
-        if (fd >= 0) {
-            list_directory(fd, shown, resp);
-            return;
-        }
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+        list_directory(fd, shown, resp); /* takes the fd */
+        return;
     }
     if (fd < 0) {
         fail_path(resp, fd, shown);
@@ -283,8 +282,6 @@ static void route_file_get(episode *ep, const char *user_path, api_response *res
     close(fd);
     fs_file f;
     rc = fs_load(ep->root_fd, rel, ep->limits.max_file_bytes, &f);
-    if (rc == 0 && S_ISDIR(f.st.st_mode))
-        rc = WS_E_ISDIR;
     if (rc != 0) {
         fail_path(resp, rc == FS_E_TOO_LARGE || rc == FS_E_NOT_REGULAR ? WS_E_IO : rc, shown);
         return;

@@ -15,6 +15,7 @@
 
 #include "api.h"
 #include "util/strbuf.h"
+#include "util/text.h"
 
 /* ---- logging ----------------------------------------------------------------------------- */
 
@@ -87,6 +88,39 @@ static void route_pattern(const char *path, char *out, size_t cap)
     }
 }
 
+static int hex_value(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Decodes %XX escapes of the URL in place. A %00 would cut every C string the routes handle,
+ * so it decodes to 0xFF, a byte that is never valid UTF-8: routes then refuse the path as they
+ * refuse any invalid UTF-8, instead of acting on a shortened one. */
+static size_t unescape_url(void *cls, struct MHD_Connection *conn, char *uri)
+{
+    (void)cls;
+    (void)conn;
+    char *out = uri;
+    for (const char *in = uri; *in; in++) {
+        int hi, lo;
+        if (in[0] == '%' && (hi = hex_value(in[1])) >= 0 && (lo = hex_value(in[2])) >= 0) {
+            int byte = hi * 16 + lo;
+            *out++ = (char)(byte ? byte : 0xFF);
+            in += 2;
+        } else {
+            *out++ = *in;
+        }
+    }
+    *out = '\0';
+    return (size_t)(out - uri);
+}
+
 static struct MHD_Response *build_response(const api_response *resp, const char *request_id)
 {
     struct MHD_Response *r;
@@ -126,11 +160,10 @@ static void log_request(server *srv, const char *method, const char *path,
 {
     if (!srv->cfg.log_requests)
         return;
+    char *clean_path = text_sanitize_utf8(path, strlen(path)); /* paths need not be UTF-8 */
     json_t *f = json_pack("{s:s, s:s, s:s, s:i, s:f}", "request_id", request_id, "method", method,
-                          "path", path, "status", resp->status, "ms", ms);
-    if (!f) /* a path that is not UTF-8 */
-        f = json_pack("{s:s, s:s, s:i, s:f}", "request_id", request_id, "method", method,
-                      "status", resp->status, "ms", ms);
+                          "path", clean_path ? clean_path : "", "status", resp->status, "ms", ms);
+    free(clean_path);
     if (resp->episode_id[0])
         json_object_set_new(f, "episode_id", json_string(resp->episode_id));
     if (resp->tool[0])
@@ -310,7 +343,8 @@ static int start_daemon(server *srv, char *err, size_t errcap)
         (uint16_t)srv->cfg.port, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, &addr,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_CONNECTION_LIMIT,
         (unsigned)srv->cfg.connection_limit, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)900,
-        MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
+        MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_UNESCAPE_CALLBACK,
+        unescape_url, NULL, MHD_OPTION_END);
     if (!srv->daemon) {
         snprintf(err, errcap, "cannot listen on %s:%d (in use, or not permitted)", srv->cfg.host,
                  srv->cfg.port);

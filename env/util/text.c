@@ -66,7 +66,7 @@ char *text_sanitize_utf8(const char *bytes, size_t len)
     const unsigned char *s = (const unsigned char *)bytes;
     size_t i = 0, o = 0;
     while (i < len) {
-        size_t k = utf8_seq_len(s + i, len - i);
+        size_t k = s[i] ? utf8_seq_len(s + i, len - i) : 0; /* NUL cannot live in a C string */
         if (k) {
             memcpy(out + o, s + i, k);
             o += k;

@@ -11,8 +11,8 @@ bool text_is_utf8(const char *bytes, size_t len);
 /* Whether the bytes look binary (a NUL in the first 8 KiB, as git and grep decide). */
 bool text_looks_binary(const char *bytes, size_t len);
 
-/* Copies bytes into a new NUL-terminated string of valid UTF-8: each invalid byte becomes
- * U+FFFD. Never NULL unless memory ran out. */
+/* Copies bytes into a new NUL-terminated string of valid UTF-8: each invalid byte, and each NUL
+ * byte (which a C string cannot hold), becomes U+FFFD. Never NULL unless memory ran out. */
 char *text_sanitize_utf8(const char *bytes, size_t len);
 
 /* Caps text to at most cap bytes by keeping the head and the tail and putting a marker line

@@ -1,0 +1,59 @@
+"""The command line of `kgym-env serve`: help, bad options and configs, start-up failures."""
+import json
+import subprocess
+
+from conftest import BINARY, TEMPLATE
+
+
+def run(*args, timeout=10):
+    return subprocess.run([str(BINARY), *args], capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+
+
+def test_serve_help():
+    r = run("serve", "--help")
+    assert r.returncode == 0
+    for opt in ("--config", "--port", "--tasks", "--state-dir", "--template", "--max-episodes",
+                "--idle-timeout"):
+        assert opt in r.stdout, opt
+
+
+def test_version():
+    r = run("version")
+    assert r.returncode == 0 and r.stdout.startswith("kgym-env ")
+
+
+def test_bad_options(tmp_path, task_dirs):
+    base = ["serve", "--port", "0", "--state-dir", str(tmp_path / "s"), "--template",
+            str(TEMPLATE), "--tasks", str(task_dirs[0])]
+    for extra in (["--port", "99999"], ["--max-episodes", "0"], ["--idle-timeout", "-1"],
+                  ["--durability", "sometimes"], ["--no-such-flag"], ["stray"]):
+        r = run(*base, *extra)
+        assert r.returncode == 2, (extra, r.stderr)
+        assert "kgym-env" in r.stderr
+
+
+def test_bad_config(tmp_path, task_dirs):
+    base = ["serve", "--port", "0", "--state-dir", str(tmp_path / "s"), "--template",
+            str(TEMPLATE), "--tasks", str(task_dirs[0])]
+    for cfg, word in (({"no_such_key": 1}, "no_such_key"),
+                      ({"max_episodes": "ten"}, "max_episodes"),
+                      ({"reaper_interval_s": 0}, "reaper_interval_s"),
+                      ({"bash_timeout_ms": 10, "bash_timeout_max_ms": 5}, "bash_timeout")):
+        path = tmp_path / "bad.json"
+        path.write_text(json.dumps(cfg))
+        r = run(*base, "--config", str(path))
+        assert r.returncode == 2, (cfg, r.stderr)
+        assert word in r.stderr, (word, r.stderr)
+    (tmp_path / "broken.json").write_text("{not json")
+    r = run(*base, "--config", str(tmp_path / "broken.json"))
+    assert r.returncode == 2
+
+
+def test_no_tasks_refuses_to_start(tmp_path):
+    empty = tmp_path / "empty_tasks"
+    empty.mkdir()
+    r = run("serve", "--port", "0", "--state-dir", str(tmp_path / "s"), "--template",
+            str(TEMPLATE), "--tasks", str(empty))
+    assert r.returncode == 1
+    assert "no tasks" in r.stderr
