@@ -92,7 +92,7 @@ static json_t *run_action(server *srv, episode *ep, action *a)
     tool_result res = {0};
     double t0 = mono_ms();
     if (a->error_code) {
-        json_t *data = a->error_code[0] == 'U'
+        json_t *data = strcmp(a->error_code, "UNKNOWN_TOOL") == 0
                            ? json_pack("{s:s}", "tool", a->tool_name)
                            : NULL;
         tool_fail(&res, a->error_code, data, "%s", a->error);

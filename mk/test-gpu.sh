@@ -10,7 +10,9 @@ venv=$(mk/venv.sh) || exit 1
 nvidia-smi -L
 echo "=== suite gpu-task-timing: eager and torch.compile time of every bundled task"
 t0=$EPOCHREALTIME
-"$venv/bin/python" tests/gpu/time_tasks.py --tasks dataset/tasks --json "${BUILD:-build}/task_timings.json"
+out=${KGYM_TIMINGS_JSON:-${BUILD:-build}/task_timings.json}
+mkdir -p "$(dirname "$out")"
+"$venv/bin/python" tests/gpu/time_tasks.py --tasks-dir dataset/tasks --json "$out" --strict
 rc=$?
 awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "=== suite gpu-task-timing: %.1fs\n", b - a }'
 exit $rc

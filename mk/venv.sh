@@ -28,6 +28,18 @@ else
     "$base_py" -m venv "$venv"
     grep -v '^#' "$lock" > "$venv/requirements.txt"
 fi
-"$venv/bin/pip" install --quiet --disable-pip-version-check -r "$venv/requirements.txt" >&2
+if ! "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$venv/requirements.txt" >&2; then
+    rm -rf "$venv"
+    # A GPU machine with no package registry: its own environment (torch, pytest) is all
+    # there is. Use it as it is, and say that the pins are not applied.
+    if [ "$machine_torch" = 1 ] && "$base_py" -c 'import pytest' >/dev/null 2>&1; then
+        prefix=$("$base_py" -c 'import sys; print(sys.prefix)')
+        echo "kgym: cannot install requirements.lock here; using the machine's Python ($prefix) as it is, pins not applied" >&2
+        echo "$prefix"
+        exit 0
+    fi
+    echo "kgym: installing requirements.lock failed" >&2
+    exit 1
+fi
 touch "$venv/.complete"
 echo "$venv"
