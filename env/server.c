@@ -21,12 +21,12 @@
 
 void server_log(const char *level, const char *event, json_t *fields)
 {
-    json_t *line = fields ? fields : json_object();
     char ts[32];
     ep_iso_time(ep_now(), ts);
-    json_object_set_new(line, "ts", json_string(ts));
-    json_object_set_new(line, "level", json_string(level));
-    json_object_set_new(line, "event", json_string(event));
+    json_t *line = json_pack("{s:s, s:s, s:s}", "ts", ts, "level", level, "event", event);
+    if (fields)
+        json_object_update(line, fields);
+    json_decref(fields);
     char *text = json_dumps(line, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(line);
     if (!text)

@@ -428,9 +428,10 @@ typedef struct common_fields {
     double atol, rtol;
 } common_fields;
 
-/* Keys consumed into struct fields: everything else goes to meta. */
-static const char *const CORE_KEYS[] = {"id",   "suite", "name", "description", "level",
-                                        "atol", "rtol",  "code", "code_cpu",    NULL};
+/* Keys consumed into struct fields (or, for "cpu_sizes", into code_cpu): everything else goes
+ * to meta. */
+static const char *const CORE_KEYS[] = {"id",   "suite", "name",     "description", "level", "atol",
+                                        "rtol", "code",  "code_cpu", "cpu_sizes",   NULL};
 
 static bool is_core_key(const char *k)
 {
@@ -595,6 +596,186 @@ static int take_code_field(const json_t *obj, const char *key, bool required, ch
     return 0;
 }
 
+/* ---------------------------------------------------------------- CPU variant from "cpu_sizes" */
+
+/* A CPU variant is usually model.py with smaller size constants. A near-copy of model.py drifts
+ * from it, so the metadata may give only the sizes, "cpu_sizes": {"BATCH": 8, ...}, and code_cpu
+ * is the code with each top-level line "BATCH = <anything>" replaced by "BATCH = 8". The rule is
+ * textual rather than a Python parse so that anyone can predict it: the line starts at column 0
+ * (an indented one is a local of a function or class, another variable) and reads exactly
+ * "NAME = ", and there must be exactly one such line (with two, which one sets the size is a
+ * guess, and rewriting both could change what the model computes). */
+
+static bool is_ident_start(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+
+/* Whether name is an ASCII Python identifier: it is spliced into code as an assignment target,
+ * so anything else could change the code beyond the one line. */
+static bool is_identifier(const char *name)
+{
+    if (!is_ident_start(*name))
+        return false;
+    for (const char *p = name + 1; *p; p++)
+        if (!is_ident_start(*p) && !(*p >= '0' && *p <= '9'))
+            return false;
+    return true;
+}
+
+/* Length of the line starting at p, without its '\n'. */
+static size_t line_len(const char *p)
+{
+    const char *nl = strchr(p, '\n');
+    return nl ? (size_t)(nl - p) : strlen(p);
+}
+
+/* Whether line[0..len) is a top-level "NAME = ..." for name (nlen bytes). */
+static bool assigns(const char *line, size_t len, const char *name, size_t nlen)
+{
+    return len >= nlen + 3 && memcmp(line, name, nlen) == 0 && memcmp(line + nlen, " = ", 3) == 0;
+}
+
+static size_t count_assignments(const char *code, const char *name)
+{
+    size_t n = 0, nlen = strlen(name);
+    for (const char *p = code; *p;) {
+        size_t len = line_len(p);
+        n += assigns(p, len, name, nlen);
+        p += len + (p[len] == '\n');
+    }
+    return n;
+}
+
+/* The size in sizes that line[0..len) assigns (its name in *name), or NULL. Names differ, and
+ * "NAME = " ends at the '=', so at most one matches. */
+static const json_t *size_of_line(const json_t *sizes, const char *line, size_t len,
+                                  const char **name)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)sizes, k, v)
+    {
+        if (assigns(line, len, k, strlen(k))) {
+            *name = k;
+            return v;
+        }
+    }
+    return NULL;
+}
+
+/* The Python literal for a size: integers as integers, reals with %.17g (which round-trips a
+ * double), plus ".0" when that reads as an integer so that a real stays a float in Python. */
+static void size_literal(const json_t *v, char *out, size_t cap)
+{
+    if (json_is_integer(v)) {
+        bfmt(out, cap, "%lld", (long long)json_integer_value(v));
+        return;
+    }
+    bfmt(out, cap, "%.17g", json_real_value(v));
+    size_t len = strlen(out);
+    if (!strpbrk(out, ".e") && len + 3 <= cap)
+        memcpy(out + len, ".0", 3);
+}
+
+/* Checks "cpu_sizes" itself (where names the metadata): an object of identifier → number. */
+static int check_cpu_sizes(const json_t *sizes, const char *where, char *err, size_t errcap)
+{
+    if (!json_is_object(sizes))
+        return fail(err, errcap, "%s: \"cpu_sizes\" must be an object of NAME: number", where);
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)sizes, k, v)
+    {
+        if (!is_identifier(k))
+            return fail(err, errcap, "%s: \"cpu_sizes\": '%s' is not a Python identifier", where,
+                        k);
+        if (!json_is_number(v))
+            return fail(err, errcap, "%s: \"cpu_sizes\": %s must be a number", where, k);
+    }
+    return 0;
+}
+
+/* Checks that code (code_where names it) assigns each size on exactly one top-level line. */
+static int check_assignments(const json_t *sizes, const char *code, const char *code_where,
+                             char *err, size_t errcap)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)sizes, k, v)
+    {
+        size_t n = count_assignments(code, k);
+        if (n == 0)
+            return fail(err, errcap,
+                        "%s: \"cpu_sizes\" sets %s, but no top-level line reads \"%s = ...\"",
+                        code_where, k, k);
+        if (n > 1)
+            return fail(
+                err, errcap,
+                "%s: \"cpu_sizes\" sets %s, but %zu top-level lines read \"%s = ...\" (one must)",
+                code_where, k, n, k);
+    }
+    return 0;
+}
+
+/* code with each size's line rewritten, as a new string (NULL on no memory). The sizes are
+ * checked already. A "\r" ending the old line is kept, so CRLF files stay CRLF. */
+static char *rewrite_sizes(const json_t *sizes, const char *code)
+{
+    strbuf sb = STRBUF_INIT;
+    int bad = 0;
+    for (const char *p = code; *p && !bad;) {
+        size_t len = line_len(p);
+        const char *name = NULL;
+        const json_t *v = size_of_line(sizes, p, len, &name);
+        if (v) {
+            char lit[40];
+            size_literal(v, lit, sizeof lit);
+            bad |= sb_printf(&sb, "%s = %s%s", name, lit, len && p[len - 1] == '\r' ? "\r" : "");
+        } else {
+            bad |= sb_append(&sb, p, len);
+        }
+        if (p[len] == '\n')
+            bad |= sb_putc(&sb, '\n');
+        p += len + (p[len] == '\n');
+    }
+    if (bad) {
+        sb_free(&sb);
+        return NULL;
+    }
+    return sb_steal(&sb);
+}
+
+/* Whether obj gives "cpu_sizes" (null counts as absent, as for the other optional fields). */
+static bool has_cpu_sizes(const json_t *obj)
+{
+    const json_t *v = json_object_get(obj, "cpu_sizes");
+    return v && !json_is_null(v);
+}
+
+/* Derives *out (NULL when obj has no "cpu_sizes") from code and obj's "cpu_sizes". where names
+ * the metadata, code_where the code, for messages. */
+static int derive_code_cpu(const json_t *obj, const char *code, const char *where,
+                           const char *code_where, char **out, char *err, size_t errcap)
+{
+    *out = NULL;
+    if (!has_cpu_sizes(obj))
+        return 0;
+    const json_t *sizes = json_object_get(obj, "cpu_sizes");
+    if (check_cpu_sizes(sizes, where, err, errcap) != 0 ||
+        check_assignments(sizes, code, code_where, err, errcap) != 0)
+        return -1;
+    if (!(*out = rewrite_sizes(sizes, code)))
+        return fail(err, errcap, "out of memory");
+    if (strlen(*out) > TASK_MAX_CODE_BYTES) { /* sizes can lengthen the lines they replace */
+        free(*out);
+        *out = NULL;
+        return fail(err, errcap, "%s: the code at \"cpu_sizes\" is over the limit of %u bytes",
+                    code_where, (unsigned)TASK_MAX_CODE_BYTES);
+    }
+    return 0;
+}
+
 /* ---------------------------------------------------------------- JSONL reading */
 
 typedef int (*line_fn)(task_store *ts, const json_t *obj, long lineno, const char *where, void *ctx,
@@ -657,11 +838,12 @@ static int for_each_jsonl(task_store *ts, const char *path, line_fn fn, void *ct
 
 /* ---------------------------------------------------------------- directory of task folders */
 
-/* Loads one folder <dir>/<folder>: model.py, task.json, optional model_cpu.py. */
+/* Loads one folder <dir>/<folder>: model.py, task.json, and the CPU variant from either
+ * task.json's "cpu_sizes" or a model_cpu.py (for a variant that differs in more than sizes). */
 static int load_task_folder(task_store *ts, int dirfd, const char *dir, const char *folder,
                             char *err, size_t errcap)
 {
-    char where[1024], shown[1100];
+    char where[1024], shown[1100], model_shown[1100];
     bfmt(where, sizeof where, "%s/%s", dir, folder);
     int fd = openat(dirfd, folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
@@ -671,8 +853,8 @@ static int load_task_folder(task_store *ts, int dirfd, const char *dir, const ch
     size_t meta_len = 0;
     int rc = -1;
 
-    bfmt(shown, sizeof shown, "%s/model.py", where);
-    int r = read_code(fd, "model.py", shown, true, &code, err, errcap);
+    bfmt(model_shown, sizeof model_shown, "%s/model.py", where);
+    int r = read_code(fd, "model.py", model_shown, true, &code, err, errcap);
     if (r != 0) {
         if (r == 1)
             fail(err, errcap, "%s: task folder without model.py", where);
@@ -697,6 +879,13 @@ static int load_task_folder(task_store *ts, int dirfd, const char *dir, const ch
     }
     common_fields f;
     if (read_common(obj, &f, shown, err, errcap) != 0)
+        goto out;
+    if (code_cpu && has_cpu_sizes(obj)) { /* two sources for one variant: neither may win */
+        fail(err, errcap, "%s: both model_cpu.py and task.json \"cpu_sizes\" give the CPU variant",
+             where);
+        goto out;
+    }
+    if (!code_cpu && derive_code_cpu(obj, code, shown, model_shown, &code_cpu, err, errcap) != 0)
         goto out;
     const char *suite = f.suite ? f.suite : "kgym";
     char id[TASK_MAX_ID_LEN + 64];
@@ -788,6 +977,20 @@ static int ops_line(task_store *ts, const json_t *obj, long lineno, const char *
     if (read_common(obj, &f, where, err, errcap) != 0 ||
         take_code_field(obj, "code", true, &code, where, err, errcap) != 0 ||
         take_code_field(obj, "code_cpu", false, &code_cpu, where, err, errcap) != 0) {
+        free(code);
+        return -1;
+    }
+    /* "cpu_sizes" works here as in task.json (it is a core key, so it would otherwise vanish
+     * without a word). */
+    char code_where[600];
+    bfmt(code_where, sizeof code_where, "%s: \"code\"", where);
+    if (code_cpu && has_cpu_sizes(obj)) {
+        free(code);
+        free(code_cpu);
+        return fail(err, errcap, "%s: both \"code_cpu\" and \"cpu_sizes\" give the CPU variant",
+                    where);
+    }
+    if (!code_cpu && derive_code_cpu(obj, code, where, code_where, &code_cpu, err, errcap) != 0) {
         free(code);
         return -1;
     }

@@ -2,8 +2,10 @@
  *
  * A task is one PyTorch reference (`model.py`: Model, get_inputs(), get_init_inputs()) plus its
  * metadata. Three sources load into one store:
- *  - a directory of task folders (our format, dataset/tasks/): <folder>/model.py, task.json and
- *    an optional model_cpu.py (the same model at a size a CPU test can run);
+ *  - a directory of task folders (our format, dataset/tasks/): <folder>/model.py and task.json;
+ *    the optional CPU variant (the same model at a size a CPU test can run) is derived from
+ *    model.py by task.json's "cpu_sizes" or, when it differs in more than sizes, read from a
+ *    model_cpu.py;
  *  - a JSONL file in the CUDA-Agent-Ops-6K style: one {"code", "ops", "data_source", ...} a line;
  *  - KernelBench levels 1-3: a checkout's level folders, or a JSONL of {level, problem_id, name,
  *    code}.
@@ -32,7 +34,7 @@ typedef struct task {
     char *description; /* never NULL ("" when the source has none) */
     int level;         /* 1 single op, 2 fusion, 3 larger; 0 = not given */
     char *code;        /* model.py text */
-    char *code_cpu;    /* model.py at a CPU-test size, or NULL */
+    char *code_cpu;    /* model.py at a CPU-test size (given or derived), or NULL */
     double atol, rtol; /* correctness tolerances (default 1e-2 each) */
     json_t *meta;      /* owned object: every other field of the source (ops, data_source, ...) */
     char *origin;      /* where it was loaded from ("path:line", a folder): for messages only */
@@ -49,11 +51,19 @@ void task_store_free(task_store *ts);
 
 /* A directory of task folders, loaded in folder-name order; hidden entries and plain files are
  * skipped. task.json: {"id"?, "name"?, "description"?, "level"?, "suite"?, "atol"?, "rtol"?,
- * ...}; id defaults to "<suite>/<folder>" with suite "kgym". */
+ * "cpu_sizes"?, ...}; id defaults to "<suite>/<folder>" with suite "kgym".
+ *
+ * "cpu_sizes" is an object {NAME: number, ...} (NAME an ASCII Python identifier). code_cpu is
+ * then model.py with, for each NAME, its one top-level line "NAME = <anything>" (at column 0,
+ * exactly that spacing) replaced by "NAME = <value>": integers as integers, reals with %.17g
+ * (plus ".0" if that looks like an integer). No such line, or more than one, is an error; so is
+ * a folder with both "cpu_sizes" and model_cpu.py. */
 int task_store_load_dir(task_store *ts, const char *dir, char *err, size_t errcap);
 
-/* A JSONL file, in line order: {"id"?, "code", "code_cpu"?, "suite"?, "name"?, "description"?,
- * "level"?, "atol"?, "rtol"?, ...}; suite defaults to "ops", id to "<suite>/<line number>". */
+/* A JSONL file, in line order: {"id"?, "code", "code_cpu"?, "cpu_sizes"?, "suite"?, "name"?,
+ * "description"?, "level"?, "atol"?, "rtol"?, ...}; suite defaults to "ops", id to
+ * "<suite>/<line number>". "cpu_sizes" derives code_cpu from code as for a task folder (giving
+ * both it and "code_cpu" is an error). */
 int task_store_load_jsonl(task_store *ts, const char *path, char *err, size_t errcap);
 
 /* KernelBench: a folder (holding level1..level3, or a repository root holding

@@ -1,5 +1,5 @@
 /* Unit tests of the task store (env/task.c): the three loaders on fixtures made here, their
- * strict error handling, lookups and the JSON views. */
+ * strict error handling, the CPU variant derived from "cpu_sizes", lookups and the JSON views. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -249,6 +249,136 @@ static void test_dir_unreadable(void **state)
     task_store_free(ts);
 }
 
+/* ---------------------------------------------------------------- CPU variant from cpu_sizes */
+
+/* A model.py with sizes at the top level, names that merely start like a size, a local of the
+ * same name inside a function, and the name in a docstring and a comment. */
+#define SIZED_PY                                                                                   \
+    "\"\"\"Model at BATCH = 4096 rows.\"\"\"\n"                                                    \
+    "import torch\n"                                                                               \
+    "\n"                                                                                           \
+    "# Problem size.\n"                                                                            \
+    "BATCH = 4096\n"                                                                               \
+    "BATCH_SIZE = 3\n"                                                                             \
+    "SCALE = 0.5  # a float\n"                                                                     \
+    "EPS = 1e-5\n"                                                                                 \
+    "FEATURES = (4096 *\n"                                                                         \
+    "            2)\n"                                                                             \
+    "\n"                                                                                           \
+    "\n"                                                                                           \
+    "def get_inputs():\n"                                                                          \
+    "    BATCH = 1\n"                                                                              \
+    "    return [torch.randn(BATCH, FEATURES)]\n"
+
+static void test_dir_cpu_sizes_derive(void **state)
+{
+    (void)state;
+    put_file("tasks/t/model.py", SIZED_PY);
+    put_file("tasks/t/task.json",
+             "{\"cpu_sizes\": {\"BATCH\": 8, \"SCALE\": 2.0, \"EPS\": 0.1, \"FEATURES\": -16},"
+             " \"ops\": [\"x\"]}");
+    task_store *ts = task_store_new();
+    char err[512] = "";
+    assert_int_equal(task_store_load_dir(ts, path_of("tasks"), err, sizeof err), 1);
+    const task *t = task_store_at(ts, 0);
+    assert_string_equal(t->code, SIZED_PY);
+    /* Only the top-level lines change, whole (the comment after SCALE goes, the continuation
+     * line of FEATURES stays: the rule is textual); 2.0 stays a float; 0.1 prints exactly. */
+    assert_string_equal(t->code_cpu, "\"\"\"Model at BATCH = 4096 rows.\"\"\"\n"
+                                     "import torch\n"
+                                     "\n"
+                                     "# Problem size.\n"
+                                     "BATCH = 8\n"
+                                     "BATCH_SIZE = 3\n"
+                                     "SCALE = 2.0\n"
+                                     "EPS = 0.10000000000000001\n"
+                                     "FEATURES = -16\n"
+                                     "            2)\n"
+                                     "\n"
+                                     "\n"
+                                     "def get_inputs():\n"
+                                     "    BATCH = 1\n"
+                                     "    return [torch.randn(BATCH, FEATURES)]\n");
+    assert_null(json_object_get(t->meta, "cpu_sizes")); /* consumed, not duplicated into meta */
+    assert_non_null(json_object_get(t->meta, "ops"));
+    json_t *d = task_detail_json(t);
+    assert_true(json_is_true(json_object_get(d, "has_cpu_variant")));
+    assert_null(json_object_get(d, "cpu_sizes"));
+    json_decref(d);
+    task_store_free(ts);
+
+    /* CRLF lines stay CRLF; no final newline is kept as is; an empty object derives the code
+     * unchanged (a model already small enough); null is the same as absent. */
+    put_file("tasks/t/model.py", "A = 1\r\nB = 2");
+    put_file("tasks/t/task.json", "{\"cpu_sizes\": {\"A\": 5, \"B\": 9.5367431640625e-07}}");
+    put_file("tasks/u/model.py", MODEL_PY);
+    put_file("tasks/u/task.json", "{\"cpu_sizes\": {}}");
+    put_file("tasks/v/model.py", MODEL_PY);
+    put_file("tasks/v/model_cpu.py", "n = 1\n");
+    put_file("tasks/v/task.json", "{\"cpu_sizes\": null}");
+    ts = task_store_new();
+    assert_int_equal(task_store_load_dir(ts, path_of("tasks"), err, sizeof err), 3);
+    assert_string_equal(task_store_at(ts, 0)->code_cpu, "A = 5\r\nB = 9.5367431640625e-07");
+    assert_string_equal(task_store_at(ts, 1)->code_cpu, MODEL_PY);
+    assert_string_equal(task_store_at(ts, 2)->code_cpu, "n = 1\n");
+    task_store_free(ts);
+}
+
+static void test_dir_cpu_sizes_errors(void **state)
+{
+    (void)state;
+    char want[600];
+    put_task("good", "{\"cpu_sizes\": {}}", false); /* a failure rolls back the good ones too */
+    put_file("tasks/t/model.py", SIZED_PY);
+
+    put_file("tasks/t/task.json", "{\"cpu_sizes\": {\"BATCH\": 8, \"ROWS\": 4}}");
+    snprintf(want, sizeof want,
+             "%s: \"cpu_sizes\" sets ROWS, but no top-level line reads \"ROWS = ...\"",
+             path_of("tasks/t/model.py"));
+    expect_dir_error(want);
+
+    /* BATCH_SIZE is not BATCH; "BATCH=4096" (other spacing) does not count either. */
+    put_file("tasks/t/task.json", "{\"cpu_sizes\": {\"BATCH_\": 8}}");
+    expect_dir_error("t/model.py: \"cpu_sizes\" sets BATCH_, but no top-level line");
+    put_file("tasks/t/model.py", "BATCH=4096\n");
+    put_file("tasks/t/task.json", "{\"cpu_sizes\": {\"BATCH\": 8}}");
+    expect_dir_error("t/model.py: \"cpu_sizes\" sets BATCH, but no top-level line");
+
+    /* An indented assignment is a local, not the size. */
+    put_file("tasks/t/model.py", "def f():\n    BATCH = 4096\n\tBATCH = 4096\n");
+    expect_dir_error("t/model.py: \"cpu_sizes\" sets BATCH, but no top-level line");
+
+    put_file("tasks/t/model.py", "BATCH = 4096\nx = 1\nBATCH = 2048\n");
+    expect_dir_error("t/model.py: \"cpu_sizes\" sets BATCH, but 2 top-level lines read "
+                     "\"BATCH = ...\" (one must)");
+
+    put_file("tasks/t/model.py", SIZED_PY);
+    put_file("tasks/t/model_cpu.py", MODEL_PY);
+    snprintf(want, sizeof want, "%s: both model_cpu.py and task.json \"cpu_sizes\"",
+             path_of("tasks/t"));
+    expect_dir_error(want);
+    assert_int_equal(unlink(path_of("tasks/t/model_cpu.py")), 0);
+
+    put_file("tasks/t/task.json", "{\"cpu_sizes\": {\"BATCH\": \"8\"}}");
+    expect_dir_error("t/task.json: \"cpu_sizes\": BATCH must be a number");
+    put_file("tasks/t/task.json", "{\"cpu_sizes\": {\"BATCH\": true}}");
+    expect_dir_error("\"cpu_sizes\": BATCH must be a number");
+    put_file("tasks/t/task.json", "{\"cpu_sizes\": {\"BATCH\": [8]}}");
+    expect_dir_error("\"cpu_sizes\": BATCH must be a number");
+    put_file("tasks/t/task.json", "{\"cpu_sizes\": {\"BATCH\": null}}");
+    expect_dir_error("\"cpu_sizes\": BATCH must be a number");
+
+    put_file("tasks/t/task.json", "{\"cpu_sizes\": [8]}");
+    expect_dir_error("t/task.json: \"cpu_sizes\" must be an object");
+    const char *bad_names[] = {"", "1BATCH", "BA TCH", "BATCH = 1\\nimport os\\nX", "BÄTCH", "a-b"};
+    for (size_t i = 0; i < sizeof bad_names / sizeof *bad_names; i++) {
+        char json[200];
+        snprintf(json, sizeof json, "{\"cpu_sizes\": {\"%s\": 8}}", bad_names[i]);
+        put_file("tasks/t/task.json", json);
+        expect_dir_error("is not a Python identifier");
+    }
+}
+
 /* ---------------------------------------------------------------- Ops-style JSONL */
 
 static void test_jsonl_loads_in_line_order(void **state)
@@ -350,6 +480,26 @@ static void test_jsonl_errors(void **state)
     assert_null(task_store_find(ts, "new/1"));
     assert_non_null(task_store_find(ts, "ops/1"));
     assert_non_null(task_store_find(ts, "ops/2"));
+    task_store_free(ts);
+}
+
+static void test_jsonl_cpu_sizes(void **state)
+{
+    (void)state;
+    put_file("sz.jsonl", "{\"code\": \"N = 64\\nM = 2\\n\", \"cpu_sizes\": {\"N\": 4}}\n");
+    task_store *ts = task_store_new();
+    char err[512] = "";
+    assert_int_equal(task_store_load_jsonl(ts, path_of("sz.jsonl"), err, sizeof err), 1);
+    assert_string_equal(task_store_at(ts, 0)->code_cpu, "N = 4\nM = 2\n");
+    assert_null(json_object_get(task_store_at(ts, 0)->meta, "cpu_sizes"));
+
+    put_file("both.jsonl", "{\"code\": \"N = 64\\n\", \"code_cpu\": \"N = 4\\n\","
+                           " \"cpu_sizes\": {\"N\": 4}}\n");
+    expect_jsonl_error(ts, "both.jsonl", ":1: both \"code_cpu\" and \"cpu_sizes\"");
+    put_file("noname.jsonl", "{\"code\": \"N = 64\\n\", \"cpu_sizes\": {\"K\": 4}}\n");
+    expect_jsonl_error(ts, "noname.jsonl", ":1: \"code\": \"cpu_sizes\" sets K, but no top-level");
+    put_file("badval.jsonl", "{\"code\": \"N = 64\\n\", \"cpu_sizes\": {\"N\": \"4\"}}\n");
+    expect_jsonl_error(ts, "badval.jsonl", ":1: \"cpu_sizes\": N must be a number");
     task_store_free(ts);
 }
 
@@ -593,8 +743,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_dir_bad_code_files, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dir_bad_folder_name, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dir_unreadable, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dir_cpu_sizes_derive, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dir_cpu_sizes_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_jsonl_loads_in_line_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_jsonl_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_jsonl_cpu_sizes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_jsonl_line_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kb_checkout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kb_checkout_errors, setup, teardown),

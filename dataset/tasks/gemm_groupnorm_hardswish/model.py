@@ -3,7 +3,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-# Problem size (model_cpu.py holds the same model at a CPU-test size).
+# Problem size (task.json "cpu_sizes" gives the same model's CPU-test size).
 BATCH = 4096
 IN_FEATURES = 2048
 OUT_FEATURES = 8192
