@@ -277,19 +277,27 @@ static job *find_locked(job_table *t, int id)
     return NULL;
 }
 
+/* Locks the table, reaps what ended and finds job id. Returns it with the lock held, or NULL
+ * with the lock released. */
+static job *lock_and_find(job_table *t, int id)
+{
+    pthread_mutex_lock(&t->lock);
+    reap_locked(t);
+    job *j = find_locked(t, id);
+    if (!j)
+        pthread_mutex_unlock(&t->lock);
+    return j;
+}
+
 int job_kill(job_table *t, int id, job_info *info, bool *was_running)
 {
     if (was_running)
         *was_running = false;
     if (!t)
         return JOB_E_NOT_FOUND;
-    pthread_mutex_lock(&t->lock);
-    reap_locked(t);
-    job *j = find_locked(t, id);
-    if (!j) {
-        pthread_mutex_unlock(&t->lock);
+    job *j = lock_and_find(t, id);
+    if (!j)
         return JOB_E_NOT_FOUND;
-    }
     if (j->info.status == JOB_RUNNING) {
         job_kill_locked(j, JOB_KILLED, j->grace_ms);
         if (was_running)
@@ -343,13 +351,9 @@ int job_read_new(job_table *t, int id, size_t cap, job_line_filter filter, void 
     memset(out, 0, sizeof *out);
     if (!t)
         return JOB_E_NOT_FOUND;
-    pthread_mutex_lock(&t->lock);
-    reap_locked(t);
-    job *j = find_locked(t, id);
-    if (!j) {
-        pthread_mutex_unlock(&t->lock);
+    job *j = lock_and_find(t, id);
+    if (!j)
         return JOB_E_NOT_FOUND;
-    }
     if (info)
         *info = j->info;
     bool running = j->info.status == JOB_RUNNING;

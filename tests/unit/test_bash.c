@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "tools/jobs.h"
+#include "proc_helpers.h"
 #include "tools/tool.h"
 
 typedef struct fixture {
@@ -29,42 +30,6 @@ typedef struct fixture {
     tool_env env;
 } fixture;
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-/* Dead: gone (ESRCH), or a zombie left for init to reap. Waits up to ms. */
-static bool pid_dead(pid_t pid, int ms)
-{
-    int64_t until = mono_ms() + ms;
-    for (;;) {
-        if (kill(pid, 0) == -1 && errno == ESRCH)
-            return true;
-        char path[64], buf[512];
-        snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-        FILE *f = fopen(path, "r");
-        if (f) {
-            size_t n = fread(buf, 1, sizeof buf - 1, f);
-            fclose(f);
-            buf[n] = '\0';
-            char *rp = strrchr(buf, ')');
-            if (rp && (rp[2] == 'Z' || rp[2] == 'X'))
-                return true;
-        }
-        if (mono_ms() >= until)
-            return false;
-        sleep_ms(10);
-    }
-}
 
 static int setup(void **state)
 {
