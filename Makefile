@@ -20,11 +20,11 @@ CSTD     := -std=c11 -D_GNU_SOURCE
 WARN     := -Wall -Wextra $(WERROR) -Wshadow -Wformat=2 -Wno-format-nonliteral
 CPPFLAGS := -Ienv $(PKG_CFLAGS)
 CFLAGS   ?= -O2 -g
-LDLIBS   := $(PKG_LIBS) -lpthread
+LDLIBS   := $(PKG_LIBS) -lpthread -lseccomp -lcap
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
 # The env server's library: every env/ source but the CLI entry point.
-ENV_SRCS := $(sort $(filter-out env/main.c,$(wildcard env/*.c env/util/*.c env/tools/*.c)))
+ENV_SRCS := $(sort $(filter-out env/main.c,$(wildcard env/*.c env/util/*.c env/tools/*.c env/sandbox/*.c)))
 ENV_OBJS := $(ENV_SRCS:%.c=$(BUILD)/obj/%.o)
 SAN_OBJS := $(ENV_SRCS:%.c=$(BUILD)/san/%.o)
 UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
@@ -32,9 +32,12 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 UNIT_SAN_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/san/tests/%)
 
 KGYM_ENV := $(BUILD)/kgym-env
+# The sandbox launcher: its own small program (env/launcher/), sharing the profile code.
+LAUNCHER_SRCS := $(wildcard env/launcher/*.c) env/sandbox/profile.c env/sandbox/seccomp.c env/util/strbuf.c
+KGYM_SANDBOX := $(BUILD)/kgym-sandbox
 
 .PHONY: all run test test-gpu bench clean deps venv unit unit-san format help
-all: $(KGYM_ENV)
+all: $(KGYM_ENV) $(KGYM_SANDBOX)
 
 help:
 	@echo "make            build $(KGYM_ENV)"
@@ -55,6 +58,9 @@ $(BUILD)/san/%.o: %.c
 
 $(KGYM_ENV): $(BUILD)/obj/env/main.o $(ENV_OBJS)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(KGYM_SANDBOX): $(LAUNCHER_SRCS:%.c=$(BUILD)/obj/%.o)
+	$(CC) $(CFLAGS) -o $@ $^ -lseccomp -lcap
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(ENV_OBJS)
 	@mkdir -p $(@D)
@@ -99,4 +105,4 @@ format:
 clean:
 	rm -rf $(BUILD)
 
--include $(ENV_OBJS:.o=.d) $(SAN_OBJS:.o=.d) $(BUILD)/obj/env/main.d
+-include $(ENV_OBJS:.o=.d) $(SAN_OBJS:.o=.d) $(BUILD)/obj/env/main.d $(wildcard $(BUILD)/obj/env/launcher/*.d)

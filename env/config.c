@@ -24,6 +24,8 @@ void config_defaults(server_config *cfg)
     cfg->connection_limit = 4096;
     cfg->durability = DURABILITY_FSYNC;
     cfg->log_requests = true;
+    snprintf(cfg->sandbox_profiles, sizeof cfg->sandbox_profiles, "sandbox_profiles");
+    cfg->sandbox_uid_base = 200000;
     cfg->limits = (tool_limits){
         .disk_quota_bytes = 256ull << 20,
         .max_file_bytes = 8ull << 20,
@@ -93,6 +95,10 @@ static const config_key KEYS[] = {
     {"drain_timeout_s", K_DOUBLE, OFF(drain_timeout_s), 0, 86400, 0, false},
     {"connection_limit", K_INT, OFF(connection_limit), 16, 1000000, 0, false},
     {"log_requests", K_BOOL, OFF(log_requests), 0, 0, 0, false},
+    {"sandbox_profiles", K_STR, OFF(sandbox_profiles), 0, 0,
+     sizeof(((server_config *)0)->sandbox_profiles), false},
+    {"allow_weak_sandbox", K_BOOL, OFF(allow_weak_sandbox), 0, 0, 0, false},
+    {"sandbox_uid_base", K_INT, OFF(sandbox_uid_base), 1000, 2000000000, 0, false},
     {"disk_quota_bytes", K_U64, LIM(disk_quota_bytes), 4096, 1e15, 0, false},
     {"max_file_bytes", K_U64, LIM(max_file_bytes), 1024, 1e12, 0, false},
     {"max_output_chars", K_SIZE, LIM(max_output_chars), 256, 1 << 30, 0, false},

@@ -33,6 +33,9 @@ typedef struct server_config {
     int connection_limit;
     durability_mode durability;
     bool log_requests;
+    char sandbox_profiles[512]; /* sandbox profile directory */
+    bool allow_weak_sandbox;    /* run tools unsandboxed when the host lacks a protection */
+    int sandbox_uid_base;       /* episodes get uids base .. base + 59,999 */
     tool_limits limits;
 } server_config;
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "metrics.h"
+#include "sandbox/sandbox.h"
 
 #define EP_BUCKETS 65536
 
@@ -28,6 +29,8 @@ struct ep_table {
     episode **all;        /* every episode, in creation order (closed ones too) */
     size_t n_all, cap_all;
     atomic_long open;     /* episodes holding a workspace */
+    struct sandbox *sandbox;
+    atomic_ulong uid_seq; /* hands out the episodes' uids */
 };
 
 const char *ep_status_name(ep_status s)
@@ -55,6 +58,16 @@ void ep_iso_time(double t, char *buf)
 void ep_table_set_metrics(ep_table *t, struct metrics *m)
 {
     t->metrics = m;
+}
+
+void ep_table_set_sandbox(ep_table *t, struct sandbox *s)
+{
+    t->sandbox = s;
+}
+
+static bool sandbox_active(const ep_table *t)
+{
+    return t->sandbox && t->sandbox->active;
 }
 
 static bool has_workspace(ep_status s)
@@ -409,7 +422,8 @@ static int setup_workspace(ep_table *t, episode *ep, const task *tk, const ep_pa
         code = tk->code_cpu;
     }
     if (ws_remove_tree(ep->work_dir) != 0 ||
-        ws_create(t->tpl, ep->work_dir, code, strlen(code), err, sizeof err) != 0) {
+        ws_create(t->tpl, ep->work_dir, code, strlen(code),
+                  ep->sandbox ? &ep->owner : NULL, err, sizeof err) != 0) {
         api_error_set(e, 500, "WORKSPACE_FAILED", true, "%s", err);
         return -1;
     }
@@ -501,6 +515,11 @@ static episode *episode_alloc(ep_table *t)
     pthread_mutex_init(&ep->lock, NULL);
     ep->root_fd = -1;
     ep->limits = t->cfg->limits;
+    /* Its own uid, so no episode can read another's files even if a path leaked. */
+    unsigned long n = atomic_fetch_add(&t->uid_seq, 1) % 60000;
+    ep->owner.uid = (uid_t)(t->cfg->sandbox_uid_base + (int)n);
+    ep->owner.gid = (gid_t)ep->owner.uid;
+    ep->sandbox = sandbox_active(t) ? t->sandbox : NULL;
     idem_init(&ep->idem, IDEM_DEFAULT_SLOTS);
     return ep;
 }
@@ -742,6 +761,8 @@ void ep_tool_env(episode *ep, tool_env *env)
     env->limits = &ep->limits;
     env->jobs = ep->jobs;
     env->usage = &ep->usage;
+    env->owner = ep->sandbox ? &ep->owner : NULL;
+    env->sandbox = ep->sandbox;
 }
 
 void ep_mark_done(ep_table *t, episode *ep, ep_status status)

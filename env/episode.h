@@ -62,6 +62,8 @@ typedef struct episode {
     tool_limits limits;
     job_table *jobs;
     tool_usage_cache usage; /* the workspace's disk usage, between tool calls */
+    ws_owner owner;         /* the episode's own uid and gid, used when sandboxed */
+    struct sandbox *sandbox; /* where its Bash runs; NULL: unsandboxed (weak mode) */
     trajectory *traj;
     idem_cache idem;
     double total_reward;
@@ -130,5 +132,8 @@ void ep_trajectory_path(const episode *ep, char *buf, size_t cap);
 
 /* Set by the server so lifecycle events reach /metrics. */
 void ep_table_set_metrics(ep_table *t, struct metrics *m);
+/* Set by the server: Bash runs in this sandbox (when active) as each episode's own uid. */
+struct sandbox;
+void ep_table_set_sandbox(ep_table *t, struct sandbox *s);
 
 #endif

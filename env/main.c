@@ -28,6 +28,10 @@ static void usage(FILE *out)
           "  --max-episodes N     open episodes at once (429 past it)\n"
           "  --idle-timeout S     reap episodes idle this many seconds (0 = never)\n"
           "  --durability MODE    fsync (default: every step durable before the reply) | none\n"
+          "  --sandbox-profiles DIR  sandbox profiles (default sandbox_profiles)\n"
+          "  --allow-weak-sandbox run tools unsandboxed when the host lacks a protection the\n"
+          "                       sandbox needs (not running as root, no cgroups, ...); every\n"
+          "                       health call and episode says so. Never for untrusted agents.\n"
           "  --quiet              no per-request log lines\n"
           "\n"
           "The API is described in README.md. SIGTERM drains: in-flight steps finish, new\n"
@@ -35,7 +39,7 @@ static void usage(FILE *out)
           out);
 }
 
-enum { OPT_CONFIG = 1000, OPT_TEMPLATE, OPT_IDLE, OPT_DURABILITY };
+enum { OPT_CONFIG = 1000, OPT_TEMPLATE, OPT_IDLE, OPT_DURABILITY, OPT_PROFILES, OPT_WEAK };
 
 static int parse_number(const char *flag, const char *s, double lo, double hi, double *out)
 {
@@ -100,6 +104,10 @@ static int apply_option(server_config *cfg, int opt, const char *arg, bool *sour
         cfg->durability = strcmp(arg, "fsync") == 0 ? DURABILITY_FSYNC : DURABILITY_NONE;
         return 0;
     case 'q': cfg->log_requests = false; return 0;
+    case OPT_PROFILES:
+        snprintf(cfg->sandbox_profiles, sizeof cfg->sandbox_profiles, "%s", arg);
+        return 0;
+    case OPT_WEAK: cfg->allow_weak_sandbox = true; return 0;
     case 't':
     case 'k':
         if (!*sources_replaced) {
@@ -140,6 +148,8 @@ static int cmd_serve(int argc, char **argv)
         {"idle-timeout", required_argument, NULL, OPT_IDLE},
         {"durability", required_argument, NULL, OPT_DURABILITY},
         {"quiet", no_argument, NULL, 'q'},
+        {"sandbox-profiles", required_argument, NULL, OPT_PROFILES},
+        {"allow-weak-sandbox", no_argument, NULL, OPT_WEAK},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };

@@ -33,9 +33,10 @@ void route_health(server *srv, const api_request *req, api_response *resp)
     (void)req;
     bool draining = atomic_load(&srv->draining);
     api_json(resp, draining ? 503 : 200,
-             json_pack("{s:s, s:I, s:i, s:[]}", "status", draining ? "draining" : "ok",
+             json_pack("{s:s, s:I, s:i, s:[], s:o}", "status", draining ? "draining" : "ok",
                        "active_episodes", (json_int_t)ep_open_count(srv->episodes),
-                       "max_episodes", srv->cfg.max_episodes, "gpus"));
+                       "max_episodes", srv->cfg.max_episodes, "gpus", "sandbox",
+                       sandbox_status_json(&srv->sandbox)));
     if (draining)
         resp->retry_after_s = srv->cfg.retry_after_s;
 }
@@ -63,7 +64,7 @@ void route_info(server *srv, const api_request *req, api_response *resp)
                   l->bash_timeout_max_ms / 1000 + 30, "max_output_chars",
                   (json_int_t)l->max_output_chars, "durability",
                   srv->cfg.durability == DURABILITY_FSYNC ? "fsync" : "none", "sandbox",
-                  KGYM_SANDBOX_DESC,
+                  server_sandbox_desc(srv),
                   "draining", atomic_load(&srv->draining), "devices", "evaluation",
                   "not available in this build (Compile/Verify/Profile/Submit come with the "
                   "trusted harness)"));

@@ -325,7 +325,8 @@ static void route_file_put(server *srv, const api_request *req, episode *ep,
         tool_result_deinit(&tr);
         return;
     }
-    rc = fs_write_atomic(ep->root_fd, target, req->body ? req->body : "", req->body_len, 0644);
+    rc = fs_write_atomic(ep->root_fd, target, req->body ? req->body : "", req->body_len, 0644,
+                         env.owner);
     if (rc != 0) {
         fail_path(resp, rc, shown);
         return;

@@ -295,6 +295,36 @@ static int load_tasks(server *srv, char *err, size_t errcap)
     return 0;
 }
 
+const char *server_sandbox_desc(const server *srv)
+{
+    return srv->sandbox.active ? KGYM_SANDBOX_ON : KGYM_SANDBOX_WEAK;
+}
+
+/* kgym-sandbox sits beside kgym-env (both are built into the same directory). */
+static void launcher_path(char *out, size_t cap)
+{
+    char self[480];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    self[n > 0 ? n : 0] = '\0';
+    char *slash = strrchr(self, '/');
+    if (slash)
+        *slash = '\0';
+    snprintf(out, cap, "%s/kgym-sandbox", slash ? self : ".");
+}
+
+static int init_sandbox(server *srv, char *err, size_t errcap)
+{
+    char launcher[512];
+    launcher_path(launcher, sizeof launcher);
+    if (sandbox_init(&srv->sandbox, launcher, srv->cfg.sandbox_profiles,
+                     srv->cfg.allow_weak_sandbox, err, errcap) != 0)
+        return -1;
+    json_t *status = sandbox_status_json(&srv->sandbox);
+    server_log(srv->sandbox.active ? "info" : "warn", "sandbox", status);
+    ep_table_set_sandbox(srv->episodes, &srv->sandbox);
+    return 0;
+}
+
 int server_init(server *srv, char *err, size_t errcap)
 {
     srv->started_at = ep_now();
@@ -312,6 +342,8 @@ int server_init(server *srv, char *err, size_t errcap)
     if (!srv->episodes)
         return -1;
     ep_table_set_metrics(srv->episodes, srv->metrics);
+    if (init_sandbox(srv, err, errcap) != 0)
+        return -1;
     int found = ep_table_recover(srv->episodes, err, errcap);
     if (found < 0)
         return -1;
@@ -323,6 +355,7 @@ int server_init(server *srv, char *err, size_t errcap)
 void server_deinit(server *srv)
 {
     ep_table_free(srv->episodes);
+    sandbox_deinit(&srv->sandbox);
     ws_template_free(srv->tpl);
     task_store_free(srv->tasks);
     metrics_free(srv->metrics);
@@ -384,7 +417,7 @@ int server_run(server *srv, char *err, size_t errcap)
                          srv->bound_port, "tasks", (json_int_t)task_store_count(srv->tasks),
                          "state_dir", srv->cfg.state_dir, "durability",
                          srv->cfg.durability == DURABILITY_FSYNC ? "fsync" : "none", "sandbox",
-                         KGYM_SANDBOX_DESC));
+                         server_sandbox_desc(srv)));
     double interval = srv->cfg.reaper_interval_s;
     for (;;) {
         struct timespec ts = {(time_t)interval,

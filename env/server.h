@@ -11,13 +11,18 @@
 #include "episode.h"
 #include "idem.h"
 #include "metrics.h"
+#include "sandbox/sandbox.h"
 #include "task.h"
 #include "workspace.h"
 
 #define KGYM_VERSION "0.1.0"
-/* What isolates tool processes in this build (reported by /v1/info and the start-up log). */
-#define KGYM_SANDBOX_DESC                                                                      \
-    "none: tools run as the server's user, each Bash call in its own process group with rlimits"
+/* What isolates tool processes (reported by /v1/info and the start-up log). */
+#define KGYM_SANDBOX_ON                                                                        \
+    "on: Bash runs in kgym-sandbox (namespaces, a minimal read-only root, the episode's own uid, "  \
+    "no capabilities, seccomp, cgroup limits)"
+#define KGYM_SANDBOX_WEAK                                                                      \
+    "WEAK (--allow-weak-sandbox): tools run as the server's user, each Bash call in its own "     \
+    "process group with rlimits"
 
 typedef struct server {
     server_config cfg;
@@ -33,6 +38,7 @@ typedef struct server {
     double started_at;
     int bound_port;
     struct MHD_Daemon *daemon;
+    sandbox sandbox;
 } server;
 
 /* Loads tasks and the template, recovers the state dir. Returns 0 or -1 with err filled. */
@@ -41,6 +47,9 @@ int server_init(server *srv, char *err, size_t errcap);
  * returns. Returns 0, or -1 with err filled when the port cannot be bound. */
 int server_run(server *srv, char *err, size_t errcap);
 void server_deinit(server *srv);
+
+/* How tools are isolated, in words (for /v1/info and the logs). */
+const char *server_sandbox_desc(const server *srv);
 
 /* One JSON log line on stderr. level: "info", "warn", "error". */
 void server_log(const char *level, const char *event, json_t *fields);

@@ -185,8 +185,16 @@ static int write_new_file(int dirfd, const char *rel, const char *bytes, size_t 
     return rc;
 }
 
+/* Gives an editable entry to the episode's sandbox identity. */
+static int give_to_owner(int dirfd, const char *rel, const ws_owner *owner)
+{
+    if (!owner || ws_is_fixed(rel))
+        return 0;
+    return fchownat(dirfd, rel, owner->uid, owner->gid, AT_SYMLINK_NOFOLLOW) == 0 ? 0 : -errno;
+}
+
 int ws_create(const ws_template *tpl, const char *work_dir, const char *model_py, size_t model_len,
-              char *err, size_t errcap)
+              const ws_owner *owner, char *err, size_t errcap)
 {
     if (mkdir(work_dir, 0755) != 0) {
         snprintf(err, errcap, "cannot create workspace %s: %s", work_dir, strerror(errno));
@@ -204,9 +212,15 @@ int ws_create(const ws_template *tpl, const char *work_dir, const char *model_py
             rc = mkdirat(dirfd, f->rel, 0755) == 0 ? 0 : -errno;
         else
             rc = write_new_file(dirfd, f->rel, f->bytes, f->len, ws_is_fixed(f->rel) ? 0444 : 0644);
+        if (rc == 0)
+            rc = give_to_owner(dirfd, f->rel, owner);
         if (rc)
             snprintf(err, errcap, "cannot create %s/%s: %s", work_dir, f->rel, strerror(-rc));
     }
+    if (rc == 0 && owner && fchmod(dirfd, 01777) != 0)
+        rc = -errno;
+    if (rc)
+        snprintf(err, errcap, "cannot set up workspace %s: %s", work_dir, strerror(-rc));
     close(dirfd);
     return rc ? -1 : 0;
 }

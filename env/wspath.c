@@ -202,7 +202,8 @@ static int open_dir_prefix(int root_fd, const char *rel, size_t prefix_len)
 
 /* Makes sure the directory rel[0..end) exists. parent_fd is its parent, already confined.
  * Returns an O_PATH fd of the directory or a ws_err. */
-static int ensure_dir(int root_fd, int parent_fd, const char *rel, size_t end)
+static int ensure_dir(int root_fd, int parent_fd, const char *rel, size_t end,
+                      const ws_owner *owner)
 {
     int fd = open_dir_prefix(root_fd, rel, end);
     if (fd != WS_E_NOENT)
@@ -220,12 +221,16 @@ static int ensure_dir(int root_fd, int parent_fd, const char *rel, size_t end)
     name[name_len] = '\0';
     /* mkdirat on a single name never follows a symlink: an existing entry of any kind (a dangling
      * link included) makes it fail with EEXIST, and the re-open below judges that entry. */
-    if (mkdirat(parent_fd, name, 0755) != 0 && errno != EEXIST)
+    if (mkdirat(parent_fd, name, 0755) == 0) {
+        if (owner && fchownat(parent_fd, name, owner->uid, owner->gid, AT_SYMLINK_NOFOLLOW) != 0)
+            return errno_to_ws(errno);
+    } else if (errno != EEXIST) {
         return errno_to_ws(errno);
+    }
     return open_dir_prefix(root_fd, rel, end);
 }
 
-int ws_mkdirs_for(int root_fd, const char *rel)
+int ws_mkdirs_for(int root_fd, const char *rel, const ws_owner *owner)
 {
     if (!rel || rel[0] == '\0' || rel[0] == '/')
         return WS_E_INVALID;
@@ -239,7 +244,7 @@ int ws_mkdirs_for(int root_fd, const char *rel)
     for (size_t i = 1; i <= parent_len; i++) {
         if (i != parent_len && rel[i] != '/')
             continue;
-        int dir = ensure_dir(root_fd, parent, rel, i);
+        int dir = ensure_dir(root_fd, parent, rel, i, owner);
         close(parent);
         if (dir < 0)
             return dir;

@@ -46,8 +46,17 @@ void ws_display(const char *rel, char *out, size_t cap);
  * ws_err (symlink escapes give WS_E_OUTSIDE, ENOENT gives WS_E_NOENT, EISDIR WS_E_ISDIR ...). */
 int ws_open(int root_fd, const char *rel, int flags, mode_t mode);
 
-/* Creates the missing parent directories of rel (mode 0755), confined like ws_open. */
-int ws_mkdirs_for(int root_fd, const char *rel);
+/* Who owns what the server creates in a workspace: the episode's uid and gid when tools run
+ * sandboxed (so that the agent's own processes can change it later). NULL wherever a function
+ * takes one: the server's own identity. */
+typedef struct ws_owner {
+    uid_t uid;
+    gid_t gid;
+} ws_owner;
+
+/* Creates the missing parent directories of rel (mode 0755, owned by owner), confined like
+ * ws_open. */
+int ws_mkdirs_for(int root_fd, const char *rel, const ws_owner *owner);
 
 /* Whether rel is one of the workspace's fixed files (model.py, binding.cpp, binding_registry.h),
  * which tools may read but never write. */

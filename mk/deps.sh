@@ -3,6 +3,7 @@
 # itself; otherwise it prints the exact command and fails.
 set -euo pipefail
 PACKAGES=(build-essential pkg-config libmicrohttpd-dev libjansson-dev libpcre2-dev libcmocka-dev
+          libseccomp-dev libcap-dev
           python3 python3-venv python3-pip curl jq ca-certificates)
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sandbox/sandbox.h"
 #include "spawn.h"
 #include "tools/jobs.h"
 #include "tools/tool.h"
@@ -193,12 +194,68 @@ static const char *limit_note(const tool_limits *lim, int term_signal, int exit_
     }
 }
 
+static bool sandboxed(const tool_env *env)
+{
+    return env->sandbox && env->sandbox->active && env->owner;
+}
+
+/* The episode's id names its sandbox cgroups: the last part of its private directory. */
+static const char *episode_tag(const tool_env *env)
+{
+    const char *slash = env->episode_dir ? strrchr(env->episode_dir, '/') : NULL;
+    return slash ? slash + 1 : "episode";
+}
+
+/* Runs the command in the episode's sandbox when there is one, else as the server's child. */
+static int run_foreground(const tool_env *env, const spawn_opts *o, spawn_result *r, sbx_end *end)
+{
+    *end = SBX_END_EXIT;
+    if (!sandboxed(env))
+        return spawn_run(o, r);
+    sandbox_cmd cmd = {
+        .profile = "bash",
+        .workspace = env->root_path,
+        .uid = env->owner->uid,
+        .gid = env->owner->gid,
+        .argv = o->argv,
+        .timeout_ms = o->timeout_ms,
+        .kill_grace_ms = o->kill_grace_ms,
+        .capture_cap = o->capture_cap,
+        .max_file_bytes = env->limits->max_file_bytes,
+        .tag = episode_tag(env),
+    };
+    sandbox_result sr;
+    int rc = sandbox_run(env->sandbox, &cmd, &sr);
+    *r = sr.run;
+    *end = sr.end;
+    return rc;
+}
+
+/* The note and error code of a sandbox verdict that the status alone does not explain. */
+static const char *sandbox_note(const tool_env *env, sbx_end end, char *buf, size_t cap)
+{
+    const sbx_profile *p = &env->sandbox->bash;
+    if (end == SBX_END_MEMORY) {
+        snprintf(buf, cap, "[Out of memory: the command exceeded its memory limit of %llu bytes "
+                           "and was killed]",
+                 (unsigned long long)p->cg_memory_bytes);
+        return "OOM";
+    }
+    if (end == SBX_END_PIDS) {
+        snprintf(buf, cap, "[Resource limit: the process limit (%llu) was reached; a fork failed]",
+                 (unsigned long long)p->cg_pids);
+        return "RESOURCE_LIMIT";
+    }
+    return NULL;
+}
+
 static void bash_sync(const tool_env *env, const spawn_opts *o, tool_result *res)
 {
     const tool_limits *lim = env->limits;
     size_t cap = lim->max_output_chars ? lim->max_output_chars : 30000;
     spawn_result r;
-    if (spawn_run(o, &r) != 0) {
+    sbx_end end;
+    if (run_foreground(env, o, &r, &end) != 0) {
         tool_fail(res, "SPAWN_FAILED",
                   json_pack("{s:s,s:s?}", "detail", strerror(r.fail_errno), "stage", r.fail_stage),
                   "Could not run the command: %s: %s", r.fail_stage ? r.fail_stage : "spawn",
@@ -209,10 +266,18 @@ static void bash_sync(const tool_env *env, const spawn_opts *o, tool_result *res
 
     /* The trailer lines are always shown; the output gets what is left of the cap. */
     char note[320] = "", trailer[512];
-    const char *limit = NULL;
+    const char *limit = NULL, *sandbox_code = NULL;
     if (r.timed_out) {
         snprintf(note, sizeof note, "[Command timed out after %d ms; process group killed]",
                  o->timeout_ms);
+    } else if (end == SBX_END_SETUP) {
+        tool_fail(res, "SPAWN_FAILED", json_pack("{s:s}", "detail", r.err.data ? r.err.data : ""),
+                  "Could not set up the sandbox for the command: %s",
+                  r.err.data ? r.err.data : "(no detail)");
+        spawn_result_deinit(&r);
+        return;
+    } else if ((sandbox_code = sandbox_note(env, end, note, sizeof note)) != NULL) {
+        limit = note;
     } else {
         limit = limit_note(lim, r.term_signal, r.exit_code, note, sizeof note);
         if (!limit && r.term_signal)
@@ -254,11 +319,13 @@ static void bash_sync(const tool_env *env, const spawn_opts *o, tool_result *res
         json_object_set_new(data, "signal_name", json_string(spawn_signal_name(r.term_signal)));
     }
     char *text = sb_steal(&content);
+    if (data && sandboxed(env))
+        json_object_set_new(data, "ended_by", json_string(sbx_end_name(end)));
     if (r.timed_out) {
         tool_fail(res, "TIMEOUT", data, "%s", text);
         free(text);
     } else if (limit) {
-        tool_fail(res, "RESOURCE_LIMIT", data, "%s", text);
+        tool_fail(res, sandbox_code ? sandbox_code : "RESOURCE_LIMIT", data, "%s", text);
         free(text);
     } else {
         tool_ok_take(res, data, text);
@@ -334,10 +401,29 @@ static void bash_run(const tool_env *env, const json_t *args, tool_result *res)
     const char *argv[] = {BASH_PATH, "-c", command, NULL};
     spawn_opts o;
     bash_opts(env, argv, &be, timeout, &o);
+    sandbox_argv *sa = NULL;
+    if (background && sandboxed(env)) {
+        /* A background job is the launcher; killing its process group ends the sandbox's init
+         * and with it every process the job started. */
+        sandbox_cmd cmd = {.profile = "bash", .workspace = env->root_path,
+                           .uid = env->owner->uid, .gid = env->owner->gid, .argv = argv,
+                           .max_file_bytes = lim->max_file_bytes};
+        sa = malloc(sizeof *sa);
+        if (!sa || sandbox_build_argv(env->sandbox, &cmd, NULL, sa) != 0) {
+            free(sa);
+            bash_env_deinit(&be);
+            tool_fail(res, "SPAWN_FAILED", NULL, "Could not prepare the sandbox");
+            return;
+        }
+        o.argv = sa->argv;
+        o.cwd = "/";
+        o.rl = (spawn_rlimits){0}; /* the launcher sets the profile's limits itself */
+    }
     if (background)
         bash_background(env, &o, res);
     else
         bash_sync(env, &o, res);
+    free(sa);
     bash_env_deinit(&be);
     check_quota(env, res);
 }

@@ -237,7 +237,8 @@ static int store(const tool_env *env, const fs_path *p, const char *target, cons
     }
     if (fs_check_quota(env, (uint64_t)st->st_size, edited->len, p->shown, res) != 0)
         return -1;
-    int rc = fs_write_atomic(env->root_fd, target, edited->data, edited->len, st->st_mode & 07777);
+    int rc = fs_write_atomic(env->root_fd, target, edited->data, edited->len, st->st_mode & 07777,
+                             env->owner);
     if (rc == WS_E_IO) {
         tool_fail(res, "IO_ERROR", json_pack("{s:s}", "file_path", p->shown),
                   "Could not write %s: %s", p->shown, strerror(errno));

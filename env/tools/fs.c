@@ -407,13 +407,14 @@ static int create_temp(int dir, char *name, size_t cap)
     return -1;
 }
 
-int fs_write_atomic(int root_fd, const char *target, const char *data, size_t len, mode_t mode)
+int fs_write_atomic(int root_fd, const char *target, const char *data, size_t len, mode_t mode,
+                    const ws_owner *owner)
 {
     char parent[WS_PATH_MAX];
     const char *name;
     int rc = split_parent(target, parent, &name);
     if (rc == WS_OK)
-        rc = ws_mkdirs_for(root_fd, target);
+        rc = ws_mkdirs_for(root_fd, target, owner);
     if (rc != WS_OK)
         return rc;
     int dir = ws_open(root_fd, parent, O_PATH | O_DIRECTORY, 0);
@@ -438,7 +439,8 @@ int fs_write_atomic(int root_fd, const char *target, const char *data, size_t le
         return WS_E_IO;
     }
     /* fchmod, not the open mode: the process umask must not decide the file's permissions. */
-    bool ok = write_all(fd, data, len) == 0 && fchmod(fd, mode & 07777) == 0;
+    bool ok = write_all(fd, data, len) == 0 && fchmod(fd, mode & 07777) == 0 &&
+              (!owner || fchown(fd, owner->uid, owner->gid) == 0);
     ok = (close(fd) == 0) && ok;
     ok = ok && renameat(dir, tmp, dir, name) == 0;
     if (!ok) {

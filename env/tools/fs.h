@@ -82,7 +82,8 @@ int fs_check_quota(const tool_env *env, uint64_t old_size, uint64_t new_size, co
  * is never seen half-written. mode is the new file's permission bits. Creates missing parent
  * directories. Refuses (WS_E_READONLY) when the directory really written to makes the target a
  * fixed file. Returns 0 or a ws_err; errno tells more about a WS_E_IO. */
-int fs_write_atomic(int root_fd, const char *target, const char *data, size_t len, mode_t mode);
+int fs_write_atomic(int root_fd, const char *target, const char *data, size_t len, mode_t mode,
+                    const ws_owner *owner);
 
 /* Number of lines of text (a last line without '\n' counts; "" has none). */
 size_t fs_count_lines(const char *text, size_t len);

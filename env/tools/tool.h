@@ -43,6 +43,8 @@ typedef struct tool_env {
     const tool_limits *limits;
     struct job_table *jobs;     /* this episode's background jobs */
     tool_usage_cache *usage;    /* this episode's usage cache, or NULL (always walk) */
+    const struct ws_owner *owner; /* who owns files the tools create; NULL: the server */
+    struct sandbox *sandbox;    /* runs Bash; NULL or inactive: unsandboxed (weak mode) */
 } tool_env;
 
 typedef struct tool_result {

@@ -43,7 +43,7 @@ static void write_run(const tool_env *env, const json_t *args, tool_result *res)
         return;
     /* An existing file keeps its permissions (a script stays executable). */
     mode_t mode = exists ? (st.st_mode & 07777) : NEW_FILE_MODE;
-    rc = fs_write_atomic(env->root_fd, target, content, len, mode);
+    rc = fs_write_atomic(env->root_fd, target, content, len, mode, env->owner);
     if (rc == WS_E_IO) {
         tool_fail(res, "IO_ERROR", json_pack("{s:s}", "file_path", p.shown),
                   "Could not write %s: %s", p.shown, strerror(errno));

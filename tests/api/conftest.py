@@ -22,6 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 BINARY = REPO / os.environ.get("KGYM_BUILD", "build") / "kgym-env"
 TEMPLATE = REPO / "env" / "template"
 BUNDLED_TASKS = REPO / "dataset" / "tasks"
+PROFILES = REPO / "sandbox_profiles"
 
 # Settings of every server unless a test overrides them: short timeouts keep the suite fast.
 BASE_CONFIG = {
@@ -121,7 +122,8 @@ class ServerProc:
         cfg = self.workdir / f"config-{time.monotonic_ns()}.json"
         cfg.write_text(json.dumps(self.config))
         cmd = [str(BINARY), "serve", "--port", str(self.want_port), "--state-dir",
-               str(self.state_dir), "--template", str(TEMPLATE), "--config", str(cfg)]
+               str(self.state_dir), "--template", str(TEMPLATE), "--sandbox-profiles",
+               str(PROFILES), "--config", str(cfg)]
         for d in self.task_dirs:
             cmd += ["--tasks", str(d)]
         cmd += self.args

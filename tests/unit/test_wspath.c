@@ -180,14 +180,14 @@ static void test_open_symlink_inside_allowed(void **state)
 static void test_mkdirs_creates_parents(void **state)
 {
     fixture *fx = *state;
-    assert_int_equal(ws_mkdirs_for(fx->root_fd, "a/b/c/file.txt"), WS_OK);
+    assert_int_equal(ws_mkdirs_for(fx->root_fd, "a/b/c/file.txt", NULL), WS_OK);
     char path[256];
     struct stat st;
     assert_int_equal(stat(fx_path(fx, "a/b/c", path, sizeof path), &st), 0);
     assert_true(S_ISDIR(st.st_mode));
     assert_false(fx_exists(fx, "a/b/c/file.txt"));                         /* only the parents */
-    assert_int_equal(ws_mkdirs_for(fx->root_fd, "a/b/c/file.txt"), WS_OK); /* idempotent */
-    assert_int_equal(ws_mkdirs_for(fx->root_fd, "top.txt"), WS_OK);
+    assert_int_equal(ws_mkdirs_for(fx->root_fd, "a/b/c/file.txt", NULL), WS_OK); /* idempotent */
+    assert_int_equal(ws_mkdirs_for(fx->root_fd, "top.txt", NULL), WS_OK);
 }
 
 static void test_mkdirs_confined(void **state)
@@ -196,9 +196,9 @@ static void test_mkdirs_confined(void **state)
     fx_puts(fx, "plain", "x");
     fx_link(fx, fx->outside, "out");
     fx_link(fx, "/nonexistent-kgym-dir", "dangling_out");
-    assert_int_equal(ws_mkdirs_for(fx->root_fd, "plain/x/y"), WS_E_NOTDIR);
-    assert_int_equal(ws_mkdirs_for(fx->root_fd, "out/newdir/file"), WS_E_OUTSIDE);
-    assert_int_equal(ws_mkdirs_for(fx->root_fd, "dangling_out/x/file"), WS_E_OUTSIDE);
+    assert_int_equal(ws_mkdirs_for(fx->root_fd, "plain/x/y", NULL), WS_E_NOTDIR);
+    assert_int_equal(ws_mkdirs_for(fx->root_fd, "out/newdir/file", NULL), WS_E_OUTSIDE);
+    assert_int_equal(ws_mkdirs_for(fx->root_fd, "dangling_out/x/file", NULL), WS_E_OUTSIDE);
     char path[160];
     snprintf(path, sizeof path, "%s/newdir", fx->outside);
     assert_int_equal(access(path, F_OK), -1);

@@ -1,0 +1,194 @@
+#include "sandbox/sandbox.h"
+
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define LAUNCHER_SETUP_FAILED 125
+
+const char *sbx_end_name(sbx_end e)
+{
+    static const char *const names[] = {"exit",   "signal", "timeout", "memory",
+                                        "pids",   "file_size", "cpu",  "setup"};
+    return names[e];
+}
+
+int sandbox_init(sandbox *s, const char *launcher, const char *profiles_dir, bool allow_weak,
+                 char *err, size_t errcap)
+{
+    memset(s, 0, sizeof *s);
+    snprintf(s->launcher, sizeof s->launcher, "%s", launcher);
+    /* Absolute: the launcher runs from "/". */
+    char abs[PATH_MAX];
+    snprintf(s->profiles_dir, sizeof s->profiles_dir, "%s",
+             realpath(profiles_dir, abs) ? abs : profiles_dir);
+    /* Profiles are checked even in weak mode: a broken one is a configuration error. */
+    if (sbx_profile_load(profiles_dir, "bash", &s->bash, err, errcap) != 0)
+        return -1;
+    char cg_name[64];
+    snprintf(cg_name, sizeof cg_name, "kgym-%d", (int)getpid());
+    /* The host check sets up kgym's cgroup parent as part of probing it: keep that one. */
+    sbx_host_check(&s->report, cg_name);
+    bool cg_ok = s->report.cg_ok;
+    if (cg_ok)
+        s->cg = s->report.cg;
+    const sbx_host_item *cg_item = sbx_host_find(&s->report, "cgroup");
+    char cg_err[300];
+    snprintf(cg_err, sizeof cg_err, "cgroups: %s", cg_item ? cg_item->detail : "not usable");
+    bool launcher_ok = access(launcher, X_OK) == 0;
+    bool ready = sbx_host_all_required(&s->report) && cg_ok && launcher_ok;
+    struct stat st;
+    if (stat("/usr/local/cuda", &st) == 0 && S_ISDIR(st.st_mode))
+        snprintf(s->cuda_home, sizeof s->cuda_home, "/usr/local/cuda");
+    if (ready) {
+        s->active = true;
+        return 0;
+    }
+    snprintf(s->weak_reason, sizeof s->weak_reason, "%s",
+             !launcher_ok ? "the launcher (kgym-sandbox) is missing: run make"
+             : !cg_ok     ? cg_err
+                          : "a required host protection is missing (see protections)");
+    if (!allow_weak) {
+        snprintf(err, errcap,
+                 "the sandbox cannot run here: %s; fix the host or start with "
+                 "--allow-weak-sandbox (tools then run unsandboxed)",
+                 s->weak_reason);
+        return -1;
+    }
+    s->cg.mode = cg_ok ? s->cg.mode : SBX_CG_NONE;
+    return 0;
+}
+
+void sandbox_deinit(sandbox *s)
+{
+    if (s->report.cg_ok)
+        sbx_cg_host_cleanup(&s->cg); /* kgym's cgroup parent, made by the host check */
+    sbx_host_report_free(&s->report);
+}
+
+json_t *sandbox_status_json(const sandbox *s)
+{
+    json_t *j = sbx_host_report_json(&s->report);
+    json_object_set_new(j, "active", json_boolean(s->active));
+    if (!s->active)
+        json_object_set_new(j, "weak_reason", json_string(s->weak_reason));
+    return j;
+}
+
+static const sbx_profile *profile_of(const sandbox *s, const char *name)
+{
+    return strcmp(name, "bash") == 0 ? &s->bash : NULL;
+}
+
+/* The launcher's command line: everything it needs is stated there, nothing inherited. */
+int sandbox_build_argv(const sandbox *s, const sandbox_cmd *cmd, const sbx_cgroup *cg,
+                       sandbox_argv *out)
+{
+    int n = 0, cap = (int)(sizeof out->argv / sizeof out->argv[0]);
+    snprintf(out->ids[0], sizeof out->ids[0], "%u", (unsigned)cmd->uid);
+    snprintf(out->ids[1], sizeof out->ids[1], "%u", (unsigned)cmd->gid);
+    const char *fixed[] = {s->launcher,   "--profiles",   s->profiles_dir, "--profile",
+                           cmd->profile,  "--workspace",  cmd->workspace,  "--uid",
+                           out->ids[0],   "--gid",        out->ids[1]};
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+        out->argv[n++] = fixed[i];
+    int files = cg ? sbx_cg_procs_files(cg, out->procs, 4) : 0;
+    for (int i = 0; i < files; i++) {
+        out->argv[n++] = "--cgroup-procs";
+        out->argv[n++] = out->procs[i];
+    }
+    if (cmd->max_file_bytes) {
+        snprintf(out->fsize, sizeof out->fsize, "%llu", (unsigned long long)cmd->max_file_bytes);
+        out->argv[n++] = "--fsize";
+        out->argv[n++] = out->fsize;
+    }
+    if (s->cuda_home[0]) {
+        snprintf(out->vars[0], sizeof out->vars[0], "CUDA_HOME=%s", s->cuda_home);
+        out->argv[n++] = "--var";
+        out->argv[n++] = out->vars[0];
+    }
+    out->argv[n++] = "--";
+    for (int i = 0; cmd->argv[i]; i++) {
+        if (n >= cap - 1)
+            return -1;
+        out->argv[n++] = cmd->argv[i];
+    }
+    out->argv[n] = NULL;
+    return 0;
+}
+
+/* Why it ended, from the strongest evidence: the clock, the cgroup, then the signal. */
+static sbx_end classify(const sandbox_result *res)
+{
+    const spawn_result *r = &res->run;
+    if (r->timed_out)
+        return SBX_END_TIMEOUT;
+    if (r->term_signal == 0 && r->exit_code == LAUNCHER_SETUP_FAILED && r->err.data &&
+        strstr(r->err.data, "kgym-sandbox:"))
+        return SBX_END_SETUP;
+    if (res->cg.oom_killed)
+        return SBX_END_MEMORY;
+    if (res->cg.pids_limited)
+        return SBX_END_PIDS;
+    if (r->term_signal == SIGXFSZ)
+        return SBX_END_FILE_SIZE;
+    if (r->term_signal == SIGXCPU)
+        return SBX_END_CPU;
+    return r->term_signal ? SBX_END_SIGNAL : SBX_END_EXIT;
+}
+
+int sandbox_run(sandbox *s, const sandbox_cmd *cmd, sandbox_result *res)
+{
+    memset(res, 0, sizeof *res);
+    const sbx_profile *p = profile_of(s, cmd->profile);
+    if (!p || !s->active || cmd->uid == 0 || cmd->gid == 0) {
+        res->run.fail_stage = !p ? "profile" : !s->active ? "sandbox inactive" : "uid";
+        return -1;
+    }
+    char name[128], err[256];
+    snprintf(name, sizeof name, "%s-%lu", cmd->tag ? cmd->tag : "cmd",
+             (unsigned long)atomic_fetch_add(&s->seq, 1));
+    sbx_cgroup cg;
+    /* Hosts without a pids controller (the GPU machines) rely on RLIMIT_NPROC of the
+     * episode's own uid, which the profile sets. */
+    uint64_t pids = s->cg.has_pids ? p->cg_pids : 0;
+    if (sbx_cg_create(&s->cg, name, p->cg_memory_bytes, pids, &cg, err, sizeof err) != 0) {
+        res->run.fail_stage = "cgroup";
+        return -1;
+    }
+    sandbox_argv *a = malloc(sizeof *a); /* large: not on a connection thread's stack */
+    if (!a || sandbox_build_argv(s, cmd, &cg, a) != 0) {
+        free(a);
+        sbx_cg_destroy(&cg);
+        res->run.fail_stage = "arguments";
+        return -1;
+    }
+    static const char *const ENV[] = {"PATH=/usr/bin:/bin", NULL};
+    spawn_opts o = SPAWN_OPTS_INIT;
+    o.argv = a->argv;
+    o.envp = ENV;
+    o.cwd = "/";
+    o.timeout_ms = cmd->timeout_ms > 0 && cmd->timeout_ms < p->wall_ms ? cmd->timeout_ms
+                                                                         : p->wall_ms;
+    o.kill_grace_ms = cmd->kill_grace_ms;
+    o.capture_cap = cmd->capture_cap ? cmd->capture_cap : (size_t)p->output_bytes;
+    int rc = spawn_run(&o, &res->run);
+    free(a);
+    /* Whatever the command left behind dies with its cgroup, before we read why it ended. */
+    sbx_cg_kill(&cg);
+    sbx_cg_stats_read(&cg, &res->cg);
+    sbx_cg_destroy(&cg);
+    if (rc != 0)
+        return -1;
+    res->end = classify(res);
+    return 0;
+}
+
+void sandbox_result_deinit(sandbox_result *res)
+{
+    spawn_result_deinit(&res->run);
+}

@@ -1,0 +1,94 @@
+/* sandbox: the one way the server runs a process the agent causes (Bash now; the compiler and
+ * the candidate runner later). It starts the launcher (kgym-sandbox, env/launcher/) through
+ * spawn, in a fresh cgroup, under a profile of sandbox_profiles/, as the episode's uid, and
+ * says how the command ended: exit, signal, timeout, memory, pids or file size.
+ *
+ * At start the server checks the host (sandbox/hostcheck.h) and parses every profile: a bad
+ * profile, or a missing required protection, stops it, unless it was started with
+ * --allow-weak-sandbox, in which case commands run unsandboxed and every health call and every
+ * episode says so. */
+#ifndef KGYM_SANDBOX_H
+#define KGYM_SANDBOX_H
+
+#include <jansson.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "sandbox/cgroup.h"
+#include "sandbox/hostcheck.h"
+#include "sandbox/profile.h"
+#include "spawn.h"
+
+typedef struct sandbox {
+    bool active;                /* false: weak mode, commands run unsandboxed */
+    char launcher[512];         /* path of kgym-sandbox */
+    char profiles_dir[PATH_MAX];
+    sbx_profile bash;           /* parsed at start: a broken profile stops the server */
+    sbx_cg_host cg;
+    sbx_host_report report;
+    atomic_ulong seq;           /* names command cgroups */
+    char weak_reason[512];      /* why the sandbox is off, in weak mode */
+    char cuda_home[SBX_PATH_MAX]; /* ${CUDA_HOME} of the profiles, "" when absent */
+} sandbox;
+
+/* Probes the host, parses the profiles. allow_weak: run unsandboxed (and say so) instead of
+ * failing when a required protection is missing. Returns 0 or -1 with err filled. */
+int sandbox_init(sandbox *s, const char *launcher, const char *profiles_dir, bool allow_weak,
+                 char *err, size_t errcap);
+void sandbox_deinit(sandbox *s);
+/* {"active", "weak_reason"?, "protections": [...], "all_required_ok"} for /v1/health. */
+json_t *sandbox_status_json(const sandbox *s);
+
+/* Why a sandboxed command ended. */
+typedef enum sbx_end {
+    SBX_END_EXIT,      /* exited by itself (any code) */
+    SBX_END_SIGNAL,    /* killed by a signal it caused or received */
+    SBX_END_TIMEOUT,   /* wall-clock limit: the whole tree was killed */
+    SBX_END_MEMORY,    /* the cgroup memory limit killed it */
+    SBX_END_PIDS,      /* a fork failed at the cgroup's pids limit */
+    SBX_END_FILE_SIZE, /* RLIMIT_FSIZE (SIGXFSZ) */
+    SBX_END_CPU,       /* RLIMIT_CPU (SIGXCPU) */
+    SBX_END_SETUP,     /* the sandbox could not be set up (launcher status 125) */
+} sbx_end;
+
+const char *sbx_end_name(sbx_end e);
+
+typedef struct sandbox_cmd {
+    const char *profile;        /* "bash" */
+    const char *workspace;      /* host path bound at /workspace */
+    uid_t uid;
+    gid_t gid;
+    const char *const *argv;    /* inside the sandbox, argv[0] absolute */
+    int timeout_ms;             /* capped by the profile's wall limit */
+    int kill_grace_ms;
+    size_t capture_cap;         /* per stream; 0 = the profile's output cap */
+    const char *tag;            /* names the cgroup (e.g. the episode id) */
+    uint64_t max_file_bytes;    /* lowers the profile's RLIMIT_FSIZE (0 = the profile's) */
+} sandbox_cmd;
+
+/* The launcher's command line for cmd (cg may be NULL: no cgroup), e.g. for a background job
+ * started with spawn_start. Storage lives in the struct. */
+typedef struct sandbox_argv {
+    const char *argv[128];
+    char ids[2][16];
+    char procs[4][SBX_CG_PATH_MAX + 32];
+    char vars[4][SBX_PATH_MAX + 32];
+    char fsize[24];
+} sandbox_argv;
+int sandbox_build_argv(const sandbox *s, const sandbox_cmd *cmd, const sbx_cgroup *cg,
+                       sandbox_argv *out);
+
+typedef struct sandbox_result {
+    spawn_result run;           /* exit code, signal, output, wall time, rusage */
+    sbx_end end;
+    sbx_cg_stats cg;            /* memory peak, OOM, pids */
+} sandbox_result;
+
+/* Runs cmd to completion in a sandbox. Returns 0 when it ran (whatever its status), -1 when it
+ * could not be started (res->run.fail_stage tells). */
+int sandbox_run(sandbox *s, const sandbox_cmd *cmd, sandbox_result *res);
+void sandbox_result_deinit(sandbox_result *res);
+
+#endif
