@@ -155,10 +155,18 @@ static void apply_mount(const launch_opts *o, const sbx_mount *m)
     if (needs_src && m->optional && stat(src, &st) != 0)
         return; /* "?": absent on this host */
     switch (m->kind) {
-    case SBX_MOUNT_RO: bind(src, dst, MS_RDONLY | MS_NOSUID | MS_NODEV); break;
-    case SBX_MOUNT_RW: bind(src, dst, MS_NOSUID | MS_NODEV); break;
-    case SBX_MOUNT_TMPFS: mount_tmpfs(dst, m->size, m->mode, 0); break;
-    case SBX_MOUNT_DIR: mkdir_p(dst, m->mode ? m->mode : 0755); break;
+    case SBX_MOUNT_RO:
+        bind(src, dst, MS_RDONLY | MS_NOSUID | MS_NODEV);
+        break;
+    case SBX_MOUNT_RW:
+        bind(src, dst, MS_NOSUID | MS_NODEV);
+        break;
+    case SBX_MOUNT_TMPFS:
+        mount_tmpfs(dst, m->size, m->mode, 0);
+        break;
+    case SBX_MOUNT_DIR:
+        mkdir_p(dst, m->mode ? m->mode : 0755);
+        break;
     case SBX_MOUNT_SYMLINK:
         make_parent(dst);
         if (symlink(src, dst) != 0 && errno != EEXIST)
@@ -374,7 +382,8 @@ static void run_init(const launch_opts *o, const sbx_profile *p, int status_fd)
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
         die("pdeathsig", NULL);
     build_root(o, p);
-    if (sethostname(o->hostname ? o->hostname : "kgym", strlen(o->hostname ? o->hostname : "kgym")) != 0)
+    if (sethostname(o->hostname ? o->hostname : "kgym",
+                    strlen(o->hostname ? o->hostname : "kgym")) != 0)
         die("sethostname", NULL);
     pid_t cmd = fork();
     if (cmd < 0)

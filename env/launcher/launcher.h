@@ -29,11 +29,11 @@
 typedef struct launch_opts {
     const char *profiles_dir;
     const char *profile_name;
-    const char *workspace;      /* host path, bound at /workspace */
-    uid_t uid;                  /* the episode's uid (never 0) */
+    const char *workspace; /* host path, bound at /workspace */
+    uid_t uid;             /* the episode's uid (never 0) */
     gid_t gid;
-    const char *cwd;            /* inside the sandbox; default /workspace */
-    const char *hostname;       /* default "kgym" */
+    const char *cwd;      /* inside the sandbox; default /workspace */
+    const char *hostname; /* default "kgym" */
     const char *cgroup_procs[LAUNCH_MAX_CGROUP_FILES];
     int n_cgroup_procs;
     int keep_fds[LAUNCH_MAX_KEEP_FDS];
@@ -42,8 +42,8 @@ typedef struct launch_opts {
     int n_vars;
     const char *gpu_devices[4]; /* host device nodes of the leased GPU (candidate profile) */
     int n_gpu_devices;
-    uint64_t fsize;             /* lowers the profile's RLIMIT_FSIZE; 0 = the profile's */
-    char *const *argv;          /* the command; argv[0] an absolute path inside the sandbox */
+    uint64_t fsize;    /* lowers the profile's RLIMIT_FSIZE; 0 = the profile's */
+    char *const *argv; /* the command; argv[0] an absolute path inside the sandbox */
 } launch_opts;
 
 /* Runs the command in a sandbox. Returns only on failure to set it up (with a message on

@@ -45,8 +45,21 @@ static long parse_id(const char *flag, const char *s)
     return v;
 }
 
-enum { O_PROFILES = 1000, O_PROFILE, O_WORKSPACE, O_UID, O_GID, O_CWD, O_HOSTNAME, O_CGROUP,
-       O_KEEP, O_VAR, O_GPU, O_CHECK, O_FSIZE };
+enum {
+    O_PROFILES = 1000,
+    O_PROFILE,
+    O_WORKSPACE,
+    O_UID,
+    O_GID,
+    O_CWD,
+    O_HOSTNAME,
+    O_CGROUP,
+    O_KEEP,
+    O_VAR,
+    O_GPU,
+    O_CHECK,
+    O_FSIZE
+};
 
 static int add(const char **list, int *n, int max, const char *flag, const char *value)
 {
@@ -61,24 +74,42 @@ static int add(const char **list, int *n, int max, const char *flag, const char 
 static int parse_option(launch_opts *o, int opt, const char *arg, bool *check)
 {
     switch (opt) {
-    case O_PROFILES: o->profiles_dir = arg; return 0;
-    case O_PROFILE: o->profile_name = arg; return 0;
-    case O_WORKSPACE: o->workspace = arg; return 0;
-    case O_UID: o->uid = (uid_t)parse_id("--uid", arg); return 0;
-    case O_GID: o->gid = (gid_t)parse_id("--gid", arg); return 0;
-    case O_CWD: o->cwd = arg; return 0;
-    case O_HOSTNAME: o->hostname = arg; return 0;
+    case O_PROFILES:
+        o->profiles_dir = arg;
+        return 0;
+    case O_PROFILE:
+        o->profile_name = arg;
+        return 0;
+    case O_WORKSPACE:
+        o->workspace = arg;
+        return 0;
+    case O_UID:
+        o->uid = (uid_t)parse_id("--uid", arg);
+        return 0;
+    case O_GID:
+        o->gid = (gid_t)parse_id("--gid", arg);
+        return 0;
+    case O_CWD:
+        o->cwd = arg;
+        return 0;
+    case O_HOSTNAME:
+        o->hostname = arg;
+        return 0;
     case O_CGROUP:
         return add(o->cgroup_procs, &o->n_cgroup_procs, LAUNCH_MAX_CGROUP_FILES, "--cgroup-procs",
                    arg);
-    case O_VAR: return add(o->vars, &o->n_vars, LAUNCH_MAX_VARS, "--var", arg);
-    case O_GPU: return add(o->gpu_devices, &o->n_gpu_devices, 4, "--gpu-device", arg);
+    case O_VAR:
+        return add(o->vars, &o->n_vars, LAUNCH_MAX_VARS, "--var", arg);
+    case O_GPU:
+        return add(o->gpu_devices, &o->n_gpu_devices, 4, "--gpu-device", arg);
     case O_KEEP:
         if (o->n_keep_fds >= LAUNCH_MAX_KEEP_FDS)
             return -1;
         o->keep_fds[o->n_keep_fds++] = (int)parse_id("--keep-fd", arg);
         return 0;
-    case O_CHECK: *check = true; return 0;
+    case O_CHECK:
+        *check = true;
+        return 0;
     case O_FSIZE: {
         char *end;
         unsigned long long v = strtoull(arg, &end, 10);
@@ -89,7 +120,8 @@ static int parse_option(launch_opts *o, int opt, const char *arg, bool *check)
         o->fsize = v;
         return 0;
     }
-    default: return -1;
+    default:
+        return -1;
     }
 }
 

@@ -28,8 +28,9 @@
 #define CLONE_NEWTIME 0x00000080 /* Linux 5.6; older libc headers lack it */
 #endif
 
-#define FILE_MAX_BYTES (256 * 1024) /* a profile is a page of text; anything larger is a mistake */
-#define LINE_MAX_BYTES 4096         /* one logical line, continuations joined */
+/* A profile is a page or two of text; anything much larger is a mistake. */
+#define FILE_MAX_BYTES (256 * 1024)
+#define LINE_MAX_BYTES 4096 /* one logical line, continuations joined */
 #define MAX_TOKENS 128
 #define INCLUDE_DEPTH 8
 #define MAX_FILES 32
@@ -53,10 +54,12 @@ typedef enum section {
 } section;
 
 static const char *const SECTION_NAMES[] = {
-    [SEC_NONE] = "", [SEC_NAMESPACES] = "namespaces", [SEC_MOUNT] = "mount",
-    [SEC_PROC] = "proc", [SEC_DEV] = "dev", [SEC_RLIMIT] = "rlimit",
-    [SEC_CGROUP] = "cgroup", [SEC_LIMITS] = "limits", [SEC_ENV] = "env",
-    [SEC_SECCOMP] = "seccomp", [SEC_GUARD] = "guard",
+    [SEC_NONE] = "",         [SEC_NAMESPACES] = "namespaces",
+    [SEC_MOUNT] = "mount",   [SEC_PROC] = "proc",
+    [SEC_DEV] = "dev",       [SEC_RLIMIT] = "rlimit",
+    [SEC_CGROUP] = "cgroup", [SEC_LIMITS] = "limits",
+    [SEC_ENV] = "env",       [SEC_SECCOMP] = "seccomp",
+    [SEC_GUARD] = "guard",
 };
 #define N_SECTIONS ((int)(sizeof SECTION_NAMES / sizeof SECTION_NAMES[0]))
 
@@ -67,16 +70,26 @@ typedef struct named_value {
 
 /* The errno names a profile may use: the ones a denial or a guard can sensibly return. */
 static const named_value ERRNOS[] = {
-    {"EPERM", EPERM},         {"ENOENT", ENOENT},
-    {"EINTR", EINTR},         {"EIO", EIO},
-    {"ENXIO", ENXIO},         {"EBADF", EBADF},
-    {"EAGAIN", EAGAIN},       {"ENOMEM", ENOMEM},
-    {"EACCES", EACCES},       {"EFAULT", EFAULT},
-    {"EBUSY", EBUSY},         {"EEXIST", EEXIST},
-    {"ENODEV", ENODEV},       {"EINVAL", EINVAL},
-    {"ENOTTY", ENOTTY},       {"ENOSPC", ENOSPC},
-    {"EROFS", EROFS},         {"ENOSYS", ENOSYS},
-    {"EOPNOTSUPP", EOPNOTSUPP}, {"EAFNOSUPPORT", EAFNOSUPPORT},
+    {"EPERM", EPERM},
+    {"ENOENT", ENOENT},
+    {"EINTR", EINTR},
+    {"EIO", EIO},
+    {"ENXIO", ENXIO},
+    {"EBADF", EBADF},
+    {"EAGAIN", EAGAIN},
+    {"ENOMEM", ENOMEM},
+    {"EACCES", EACCES},
+    {"EFAULT", EFAULT},
+    {"EBUSY", EBUSY},
+    {"EEXIST", EEXIST},
+    {"ENODEV", ENODEV},
+    {"EINVAL", EINVAL},
+    {"ENOTTY", ENOTTY},
+    {"ENOSPC", ENOSPC},
+    {"EROFS", EROFS},
+    {"ENOSYS", ENOSYS},
+    {"EOPNOTSUPP", EOPNOTSUPP},
+    {"EAFNOSUPPORT", EAFNOSUPPORT},
     {"EPROTONOSUPPORT", EPROTONOSUPPORT},
 };
 
@@ -132,8 +145,8 @@ typedef struct key_def {
     const char *name;
     key_kind kind;
     size_t off;
-    bool zero_ok;  /* 0 is a meaningful value (core=0), not "unset" */
-    bool none_ok;  /* "none" clears the key (0 = not set) */
+    bool zero_ok; /* 0 is a meaningful value (core=0), not "unset" */
+    bool none_ok; /* "none" clears the key (0 = not set) */
 } key_def;
 
 #define F(field) offsetof(sbx_profile, field)
@@ -175,8 +188,8 @@ typedef struct parser {
     int depth;
     char done[MAX_FILES][SBX_NAME_MAX]; /* files read completely: a second include is a no-op */
     int n_done;
-    int file_seq;                        /* numbers the files in reading order, from 1 */
-    int key_file[N_KEYS];                /* which file set each scalar key (0: none) */
+    int file_seq;         /* numbers the files in reading order, from 1 */
+    int key_file[N_KEYS]; /* which file set each scalar key (0: none) */
     int mount_file[SBX_MAX_MOUNTS];
     int env_file[SBX_MAX_ENV];
     origin rule_origin[SBX_MAX_SYSCALLS];
@@ -190,9 +203,9 @@ typedef struct parser {
 typedef struct file_ctx {
     char fname[SBX_NAME_MAX + 8]; /* "base.sbx" */
     int seq;
-    int line;       /* first physical line of the logical line being parsed */
+    int line; /* first physical line of the logical line being parsed */
     section sec;
-    bool in_body;   /* a section header was seen: no more includes */
+    bool in_body; /* a section header was seen: no more includes */
 } file_ctx;
 
 /* One logical line: the raw text (comment stripped) and its whitespace-separated tokens. */
@@ -297,11 +310,20 @@ static bool parse_size(const char *s, uint64_t *out)
     uint64_t mult = 1;
     if (len > 1) {
         switch (s[len - 1]) {
-        case 'K': mult = 1ULL << 10; break;
-        case 'M': mult = 1ULL << 20; break;
-        case 'G': mult = 1ULL << 30; break;
-        case 'T': mult = 1ULL << 40; break;
-        default: break;
+        case 'K':
+            mult = 1ULL << 10;
+            break;
+        case 'M':
+            mult = 1ULL << 20;
+            break;
+        case 'G':
+            mult = 1ULL << 30;
+            break;
+        case 'T':
+            mult = 1ULL << 40;
+            break;
+        default:
+            break;
         }
         if (mult != 1)
             len--;
@@ -415,13 +437,19 @@ static int parse_key_value(parser *ps, const file_ctx *f, const key_def *k, cons
         ok = strcmp(value, "on") == 0 || strcmp(value, "off") == 0;
         *v = strcmp(value, "on") == 0;
         break;
-    case K_SIZE: ok = parse_size(value, v); break;
-    case K_COUNT: ok = parse_u64(value, strlen(value), v); break;
+    case K_SIZE:
+        ok = parse_size(value, v);
+        break;
+    case K_COUNT:
+        ok = parse_u64(value, strlen(value), v);
+        break;
     case K_SECONDS:
         ok = parse_time_ms(value, v) && *v % 1000 == 0;
         *v /= 1000;
         break;
-    case K_MS: ok = parse_time_ms(value, v) && *v <= INT32_MAX; break;
+    case K_MS:
+        ok = parse_time_ms(value, v) && *v <= INT32_MAX;
+        break;
     case K_ERRNO:
         ok = lookup_errno(value, &e);
         *v = (uint64_t)e;
@@ -430,9 +458,12 @@ static int parse_key_value(parser *ps, const file_ctx *f, const key_def *k, cons
         break;
     }
     if (!ok) {
-        static const char *const want[] = {"on or off", "a size (e.g. 4096, 64K, 8M, 2G)",
-                                           "a number", "a time in whole seconds (e.g. 600s)",
-                                           "a time (e.g. 250ms, 600s)", "an errno name"};
+        static const char *const want[] = {"on or off",
+                                           "a size (e.g. 4096, 64K, 8M, 2G)",
+                                           "a number",
+                                           "a time in whole seconds (e.g. 600s)",
+                                           "a time (e.g. 250ms, 600s)",
+                                           "an errno name"};
         return fail(ps, f, "%s: bad value '%s' (want %s%s)", k->name, value, want[k->kind],
                     k->none_ok ? " or none" : "");
     }
@@ -446,10 +477,16 @@ static void store_key(sbx_profile *p, const key_def *k, uint64_t v, bool none)
 {
     char *base = (char *)p;
     switch (k->kind) {
-    case K_BOOL: *(bool *)(base + k->off) = v != 0; break;
+    case K_BOOL:
+        *(bool *)(base + k->off) = v != 0;
+        break;
     case K_MS:
-    case K_ERRNO: *(int *)(base + k->off) = (int)v; break;
-    default: *(uint64_t *)(base + k->off) = v; break;
+    case K_ERRNO:
+        *(int *)(base + k->off) = (int)v;
+        break;
+    default:
+        *(uint64_t *)(base + k->off) = v;
+        break;
     }
     /* core=0 means "no core files", so whether it is set is tracked apart from its value */
     if (k->off == offsetof(sbx_profile, rl_core))
@@ -490,7 +527,8 @@ static int parse_key_line(parser *ps, const file_ctx *f, const line *ln)
         vs++;
     while (ve > vs && isspace((unsigned char)ve[-1]))
         ve--;
-    if (ke == ks || ve == vs || (size_t)(ke - ks) >= sizeof key || (size_t)(ve - vs) >= sizeof value)
+    if (ke == ks || ve == vs || (size_t)(ke - ks) >= sizeof key ||
+        (size_t)(ve - vs) >= sizeof value)
         return fail(ps, f, "expected 'key = value' in [%s]", SECTION_NAMES[f->sec]);
     snprintf(key, sizeof key, "%.*s", (int)(ke - ks), ks);
     snprintf(value, sizeof value, "%.*s", (int)(ve - vs), vs);
@@ -568,10 +606,18 @@ static int mount_arity(parser *ps, const file_ctx *f, sbx_mount_kind kind, int n
     bool ok;
     switch (kind) {
     case SBX_MOUNT_RO:
-    case SBX_MOUNT_RW: ok = n == 2 || n == 3; break;
-    case SBX_MOUNT_SYMLINK: ok = n == 3; break;
-    case SBX_MOUNT_PROC: ok = n == 2; break;
-    default: ok = n >= 2; break;
+    case SBX_MOUNT_RW:
+        ok = n == 2 || n == 3;
+        break;
+    case SBX_MOUNT_SYMLINK:
+        ok = n == 3;
+        break;
+    case SBX_MOUNT_PROC:
+        ok = n == 2;
+        break;
+    default:
+        ok = n >= 2;
+        break;
     }
     if (!ok)
         return fail(ps, f, "wrong number of words for this mount (see sandbox_profiles/README.md)");
@@ -593,6 +639,8 @@ static int parse_mount(parser *ps, const file_ctx *f, const line *ln)
         return fail(ps, f, "only ro and rw binds can be optional ('?')");
     if (mount_arity(ps, f, m.kind, ln->n) != 0 || check_path(ps, f, ln->tok[1], false) != 0)
         return -1;
+    if (strspn(ln->tok[1], "/") == strlen(ln->tok[1]))
+        return fail(ps, f, "the root itself cannot be a mount destination");
     snprintf(m.dest, sizeof m.dest, "%s", ln->tok[1]);
     m.mode = m.kind == SBX_MOUNT_TMPFS ? 01777 : m.kind == SBX_MOUNT_DIR ? 0755 : 0;
     if (m.kind == SBX_MOUNT_RO || m.kind == SBX_MOUNT_RW || m.kind == SBX_MOUNT_SYMLINK) {
@@ -693,8 +741,10 @@ static int parse_env(parser *ps, const file_ctx *f, const line *ln)
         return fail(ps, f, "expected NAME=VALUE in [env]");
     if (strlen(s) >= sizeof p->env[0])
         return fail(ps, f, "environment entry too long");
-    if (check_variables(ps, f, eq + 1) != 0)
-        return -1;
+    /* the launcher passes [env] entries as written: a ${VAR} here would reach the program
+     * unexpanded, which is never what the author meant */
+    if (strstr(eq + 1, "${"))
+        return fail(ps, f, "variables are not expanded in [env]: '%s'", s);
     for (int i = 0; i < p->n_env; i++) {
         if (strncmp(p->env[i], s, nlen + 1) != 0)
             continue;
@@ -775,8 +825,7 @@ static int scan_value(scanner *sc, uint64_t *out)
 static int scan_arg(scanner *sc, unsigned *arg)
 {
     skip_ws(sc);
-    if (sc->s[0] != 'a' || sc->s[1] < '0' || sc->s[1] > '5' ||
-        isalnum((unsigned char)sc->s[2]))
+    if (sc->s[0] != 'a' || sc->s[1] < '0' || sc->s[1] > '5' || isalnum((unsigned char)sc->s[2]))
         return fail(sc->ps, sc->f, "expected an argument a0..a5 at '%.20s'", sc->s);
     *arg = (unsigned)(sc->s[1] - '0');
     sc->s += 2;
@@ -842,8 +891,7 @@ static int scan_compare(scanner *sc, sbx_guard *g)
 
 /* Resolves a syscall name. 1: found, 0: skipped ("?name" unknown to libseccomp), -1: error.
  * Names libseccomp maps to a negative pseudo-number do not exist on this architecture. */
-static int resolve_syscall(parser *ps, const file_ctx *f, const char *tok, char name[32],
-                           int *nr)
+static int resolve_syscall(parser *ps, const file_ctx *f, const char *tok, char name[32], int *nr)
 {
     bool optional = tok[0] == '?';
     const char *s = tok + optional;
@@ -893,8 +941,8 @@ static int add_rule(parser *ps, const file_ctx *f, const sbx_syscall_rule *r)
 }
 
 /* allow|kill NAME..., deny ERRNO NAME...: the names from token first on. */
-static int add_rules(parser *ps, const file_ctx *f, const line *ln, int first,
-                     sbx_action action, int errno_value)
+static int add_rules(parser *ps, const file_ctx *f, const line *ln, int first, sbx_action action,
+                     int errno_value)
 {
     if (first >= ln->n)
         return fail(ps, f, "%s needs at least one syscall", ln->tok[0]);
@@ -1085,28 +1133,42 @@ static int parse_line(parser *ps, file_ctx *f, const line *ln)
     if (strcmp(ln->tok[0], "include") == 0)
         return parse_include(ps, f, ln);
     switch (f->sec) {
-    case SEC_NONE: return fail(ps, f, "expected a [section] or include");
+    case SEC_NONE:
+        return fail(ps, f, "expected a [section] or include");
     case SEC_NAMESPACES:
     case SEC_RLIMIT:
     case SEC_CGROUP:
-    case SEC_LIMITS: return parse_key_line(ps, f, ln);
-    case SEC_MOUNT: return parse_mount(ps, f, ln);
-    case SEC_PROC: return parse_proc(ps, f, ln);
-    case SEC_DEV: return parse_dev(ps, f, ln);
-    case SEC_ENV: return parse_env(ps, f, ln);
-    case SEC_SECCOMP: return parse_seccomp(ps, f, ln);
-    case SEC_GUARD: return parse_guard(ps, f, ln);
+    case SEC_LIMITS:
+        return parse_key_line(ps, f, ln);
+    case SEC_MOUNT:
+        return parse_mount(ps, f, ln);
+    case SEC_PROC:
+        return parse_proc(ps, f, ln);
+    case SEC_DEV:
+        return parse_dev(ps, f, ln);
+    case SEC_ENV:
+        return parse_env(ps, f, ln);
+    case SEC_SECCOMP:
+        return parse_seccomp(ps, f, ln);
+    case SEC_GUARD:
+        return parse_guard(ps, f, ln);
     }
     return fail(ps, f, "internal: bad section");
 }
 
-static void tokenize(line *ln)
+/* Splits the line into words; false when there are more than MAX_TOKENS (never truncate a
+ * policy line silently). */
+static bool tokenize(line *ln)
 {
     memcpy(ln->buf, ln->raw, sizeof ln->buf);
     ln->n = 0;
-    for (char *save = NULL, *t = strtok_r(ln->buf, " \t\r", &save); t && ln->n < MAX_TOKENS;
-         t = strtok_r(NULL, " \t\r", &save))
+    for (char *save = NULL, *t = strtok_r(ln->buf, " \t\r", &save); t;
+         t = strtok_r(NULL, " \t\r", &save)) {
+        if (ln->n >= MAX_TOKENS)
+            return false;
         ln->tok[ln->n++] = t;
+    }
+    return true;
 }
 
 /* Appends one physical line (comment stripped) to the logical line being built. Returns 1 when
@@ -1154,8 +1216,9 @@ static int parse_text(parser *ps, file_ctx *f, const char *text, size_t size)
         if (c == 1 && s < end)
             continue; /* a continuation on the last line just ends it */
         len = 0;
-        tokenize(ln);
-        if (rc == 0 && ln->n > 0)
+        if (!tokenize(ln))
+            rc = fail(ps, f, "more than %d words on one line", MAX_TOKENS);
+        else if (ln->n > 0)
             rc = parse_line(ps, f, ln);
     }
     free(ln);
@@ -1242,8 +1305,9 @@ static int validate(parser *ps, const char *name)
     if (p->output_bytes == 0)
         return fail(ps, &top, "[limits] output is required");
     if (p->gpu && p->rl_as != 0)
-        return fail(ps, &top, "a GPU profile must not set [rlimit] as (CUDA reserves address "
-                              "space far beyond physical memory)");
+        return fail(ps, &top,
+                    "a GPU profile must not set [rlimit] as (CUDA reserves address "
+                    "space far beyond physical memory)");
     for (int i = 0; i < ps->n_require; i++) {
         if (!rule_allows(p, ps->require_nr[i]))
             return fail(ps, NULL, "%s: require %s: the profile does not allow it",
@@ -1252,8 +1316,7 @@ static int validate(parser *ps, const char *name)
     return 0;
 }
 
-int sbx_profile_load(const char *dir, const char *name, sbx_profile *out, char *err,
-                     size_t errcap)
+int sbx_profile_load(const char *dir, const char *name, sbx_profile *out, char *err, size_t errcap)
 {
     if (err && errcap)
         err[0] = '\0';

@@ -1,5 +1,6 @@
 #include "sandbox/sandbox.h"
 
+#include <dirent.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -12,9 +13,51 @@
 
 const char *sbx_end_name(sbx_end e)
 {
-    static const char *const names[] = {"exit",   "signal", "timeout", "memory",
-                                        "pids",   "file_size", "cpu",  "setup"};
+    static const char *const names[] = {"exit", "signal",    "timeout", "memory",
+                                        "pids", "file_size", "cpu",     "setup"};
     return names[e];
+}
+
+/* rmdir of a cgroup tree, children first (an empty cgroup's files go with its directory). */
+static void remove_cgroup_tree(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        char sub[SBX_CG_PATH_MAX + 256];
+        if (e->d_type != DT_DIR || e->d_name[0] == '.')
+            continue;
+        snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name);
+        remove_cgroup_tree(sub);
+    }
+    if (d)
+        closedir(d);
+    rmdir(dir);
+}
+
+/* A server killed with SIGKILL leaves its kgym-<pid> cgroup parent behind: remove those whose
+ * server is gone, next to ours, so they do not pile up. */
+static void remove_stale_cgroups(const char *ours)
+{
+    char parent[SBX_CG_PATH_MAX];
+    snprintf(parent, sizeof parent, "%s", ours);
+    char *slash = strrchr(parent, '/');
+    if (!ours[0] || !slash)
+        return;
+    *slash = '\0';
+    DIR *d = opendir(parent);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        char *end;
+        long pid = strncmp(e->d_name, "kgym-", 5) == 0 ? strtol(e->d_name + 5, &end, 10) : 0;
+        if (pid <= 0 || *end || pid == (long)getpid() || kill((pid_t)pid, 0) == 0)
+            continue;
+        char dir[SBX_CG_PATH_MAX + 256];
+        snprintf(dir, sizeof dir, "%s/%s", parent, e->d_name);
+        remove_cgroup_tree(dir);
+    }
+    if (d)
+        closedir(d);
 }
 
 int sandbox_init(sandbox *s, const char *launcher, const char *profiles_dir, bool allow_weak,
@@ -34,8 +77,12 @@ int sandbox_init(sandbox *s, const char *launcher, const char *profiles_dir, boo
     /* The host check sets up kgym's cgroup parent as part of probing it: keep that one. */
     sbx_host_check(&s->report, cg_name);
     bool cg_ok = s->report.cg_ok;
-    if (cg_ok)
+    if (cg_ok) {
         s->cg = s->report.cg;
+        const char *mine[] = {s->cg.v2_base, s->cg.v1_memory, s->cg.v1_pids, s->cg.v1_freezer};
+        for (size_t i = 0; i < sizeof mine / sizeof mine[0]; i++)
+            remove_stale_cgroups(mine[i]);
+    }
     const sbx_host_item *cg_item = sbx_host_find(&s->report, "cgroup");
     char cg_err[300];
     snprintf(cg_err, sizeof cg_err, "cgroups: %s", cg_item ? cg_item->detail : "not usable");
@@ -91,9 +138,9 @@ int sandbox_build_argv(const sandbox *s, const sandbox_cmd *cmd, const sbx_cgrou
     int n = 0, cap = (int)(sizeof out->argv / sizeof out->argv[0]);
     snprintf(out->ids[0], sizeof out->ids[0], "%u", (unsigned)cmd->uid);
     snprintf(out->ids[1], sizeof out->ids[1], "%u", (unsigned)cmd->gid);
-    const char *fixed[] = {s->launcher,   "--profiles",   s->profiles_dir, "--profile",
-                           cmd->profile,  "--workspace",  cmd->workspace,  "--uid",
-                           out->ids[0],   "--gid",        out->ids[1]};
+    const char *fixed[] = {s->launcher,  "--profiles",  s->profiles_dir, "--profile",
+                           cmd->profile, "--workspace", cmd->workspace,  "--uid",
+                           out->ids[0],  "--gid",       out->ids[1]};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         out->argv[n++] = fixed[i];
     int files = cg ? sbx_cg_procs_files(cg, out->procs, 4) : 0;
@@ -172,8 +219,8 @@ int sandbox_run(sandbox *s, const sandbox_cmd *cmd, sandbox_result *res)
     o.argv = a->argv;
     o.envp = ENV;
     o.cwd = "/";
-    o.timeout_ms = cmd->timeout_ms > 0 && cmd->timeout_ms < p->wall_ms ? cmd->timeout_ms
-                                                                         : p->wall_ms;
+    o.timeout_ms =
+        cmd->timeout_ms > 0 && cmd->timeout_ms < p->wall_ms ? cmd->timeout_ms : p->wall_ms;
     o.kill_grace_ms = cmd->kill_grace_ms;
     o.capture_cap = cmd->capture_cap ? cmd->capture_cap : (size_t)p->output_bytes;
     int rc = spawn_run(&o, &res->run);
@@ -186,6 +233,51 @@ int sandbox_run(sandbox *s, const sandbox_cmd *cmd, sandbox_result *res)
         return -1;
     res->end = classify(res);
     return 0;
+}
+
+struct sandbox_job {
+    sbx_cgroup cg;
+    sandbox_argv args;
+};
+
+sandbox_job *sandbox_job_new(sandbox *s, const sandbox_cmd *cmd, char *err, size_t errcap)
+{
+    const sbx_profile *p = profile_of(s, cmd->profile);
+    sandbox_job *j = p && s->active ? calloc(1, sizeof *j) : NULL;
+    if (!j) {
+        snprintf(err, errcap, "%s", !p ? "unknown profile" : "the sandbox is not active");
+        return NULL;
+    }
+    char name[128];
+    snprintf(name, sizeof name, "%s-job%lu", cmd->tag ? cmd->tag : "cmd",
+             (unsigned long)atomic_fetch_add(&s->seq, 1));
+    uint64_t pids = s->cg.has_pids ? p->cg_pids : 0;
+    if (sbx_cg_create(&s->cg, name, p->cg_memory_bytes, pids, &j->cg, err, errcap) != 0) {
+        free(j);
+        return NULL;
+    }
+    if (sandbox_build_argv(s, cmd, &j->cg, &j->args) != 0) {
+        snprintf(err, errcap, "the command line is too long");
+        sbx_cg_destroy(&j->cg);
+        free(j);
+        return NULL;
+    }
+    return j;
+}
+
+const char *const *sandbox_job_argv(const sandbox_job *j)
+{
+    return j->args.argv;
+}
+
+void sandbox_job_free(void *ptr)
+{
+    sandbox_job *j = ptr;
+    if (!j)
+        return;
+    sbx_cg_kill(&j->cg);
+    sbx_cg_destroy(&j->cg);
+    free(j);
 }
 
 void sandbox_result_deinit(sandbox_result *res)

@@ -22,14 +22,14 @@
 #include "spawn.h"
 
 typedef struct sandbox {
-    bool active;                /* false: weak mode, commands run unsandboxed */
-    char launcher[512];         /* path of kgym-sandbox */
+    bool active;        /* false: weak mode, commands run unsandboxed */
+    char launcher[512]; /* path of kgym-sandbox */
     char profiles_dir[PATH_MAX];
-    sbx_profile bash;           /* parsed at start: a broken profile stops the server */
+    sbx_profile bash; /* parsed at start: a broken profile stops the server */
     sbx_cg_host cg;
     sbx_host_report report;
-    atomic_ulong seq;           /* names command cgroups */
-    char weak_reason[512];      /* why the sandbox is off, in weak mode */
+    atomic_ulong seq;             /* names command cgroups */
+    char weak_reason[512];        /* why the sandbox is off, in weak mode */
     char cuda_home[SBX_PATH_MAX]; /* ${CUDA_HOME} of the profiles, "" when absent */
 } sandbox;
 
@@ -56,16 +56,16 @@ typedef enum sbx_end {
 const char *sbx_end_name(sbx_end e);
 
 typedef struct sandbox_cmd {
-    const char *profile;        /* "bash" */
-    const char *workspace;      /* host path bound at /workspace */
+    const char *profile;   /* "bash" */
+    const char *workspace; /* host path bound at /workspace */
     uid_t uid;
     gid_t gid;
-    const char *const *argv;    /* inside the sandbox, argv[0] absolute */
-    int timeout_ms;             /* capped by the profile's wall limit */
+    const char *const *argv; /* inside the sandbox, argv[0] absolute */
+    int timeout_ms;          /* capped by the profile's wall limit */
     int kill_grace_ms;
-    size_t capture_cap;         /* per stream; 0 = the profile's output cap */
-    const char *tag;            /* names the cgroup (e.g. the episode id) */
-    uint64_t max_file_bytes;    /* lowers the profile's RLIMIT_FSIZE (0 = the profile's) */
+    size_t capture_cap;      /* per stream; 0 = the profile's output cap */
+    const char *tag;         /* names the cgroup (e.g. the episode id) */
+    uint64_t max_file_bytes; /* lowers the profile's RLIMIT_FSIZE (0 = the profile's) */
 } sandbox_cmd;
 
 /* The launcher's command line for cmd (cg may be NULL: no cgroup), e.g. for a background job
@@ -80,10 +80,17 @@ typedef struct sandbox_argv {
 int sandbox_build_argv(const sandbox *s, const sandbox_cmd *cmd, const sbx_cgroup *cg,
                        sandbox_argv *out);
 
+/* A background command: its cgroup and the launcher's command line, kept until it ends. */
+typedef struct sandbox_job sandbox_job;
+sandbox_job *sandbox_job_new(sandbox *s, const sandbox_cmd *cmd, char *err, size_t errcap);
+const char *const *sandbox_job_argv(const sandbox_job *j);
+/* Kills whatever is left in the job's cgroup, removes it, frees j (a job_hook callback). */
+void sandbox_job_free(void *j);
+
 typedef struct sandbox_result {
-    spawn_result run;           /* exit code, signal, output, wall time, rusage */
+    spawn_result run; /* exit code, signal, output, wall time, rusage */
     sbx_end end;
-    sbx_cg_stats cg;            /* memory peak, OOM, pids */
+    sbx_cg_stats cg; /* memory peak, OOM, pids */
 } sandbox_result;
 
 /* Runs cmd to completion in a sandbox. Returns 0 when it ran (whatever its status), -1 when it

@@ -45,8 +45,8 @@ static int set_common_attrs(scmp_filter_ctx ctx)
     return 0;
 }
 
-static int add_cmp(scmp_filter_ctx ctx, uint32_t action, int nr, unsigned arg,
-                   enum scmp_compare op, uint64_t a, uint64_t b)
+static int add_cmp(scmp_filter_ctx ctx, uint32_t action, int nr, unsigned arg, enum scmp_compare op,
+                   uint64_t a, uint64_t b)
 {
     struct scmp_arg_cmp cmp = {arg, op, a, b};
     return seccomp_rule_add_array(ctx, action, nr, 1, &cmp);
@@ -58,8 +58,10 @@ static int add_guard(scmp_filter_ctx ctx, const sbx_guard *g)
 {
     uint32_t act = SCMP_ACT_ERRNO((uint32_t)g->errno_value);
     switch (g->cmp) {
-    case SBX_CMP_EQ: return add_cmp(ctx, act, g->syscall_nr, g->arg, SCMP_CMP_EQ, g->value, 0);
-    case SBX_CMP_NE: return add_cmp(ctx, act, g->syscall_nr, g->arg, SCMP_CMP_NE, g->value, 0);
+    case SBX_CMP_EQ:
+        return add_cmp(ctx, act, g->syscall_nr, g->arg, SCMP_CMP_EQ, g->value, 0);
+    case SBX_CMP_NE:
+        return add_cmp(ctx, act, g->syscall_nr, g->arg, SCMP_CMP_NE, g->value, 0);
     case SBX_CMP_MASKED_EQ:
         return add_cmp(ctx, act, g->syscall_nr, g->arg, SCMP_CMP_MASKED_EQ, g->mask, g->value);
     case SBX_CMP_ANY_BIT:
@@ -232,8 +234,8 @@ int sbx_seccomp_export_pfc(const sbx_profile *p, int fd, char *err, size_t errca
              "# kgym sandbox profile '%s': filter 1 of 2, guards (default ALLOW)\n", p->name);
     int rc = write_all(fd, head) == 0 ? seccomp_export_pfc(guard, fd) : -EIO;
     snprintf(head, sizeof head,
-             "# kgym sandbox profile '%s': filter 2 of 2, allowlist (default ERRNO(%d))\n",
-             p->name, p->default_errno);
+             "# kgym sandbox profile '%s': filter 2 of 2, allowlist (default ERRNO(%d))\n", p->name,
+             p->default_errno);
     if (rc == 0)
         rc = write_all(fd, head) == 0 ? seccomp_export_pfc(allow, fd) : -EIO;
     seccomp_release(guard);

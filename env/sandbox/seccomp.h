@@ -5,6 +5,8 @@
  *     32-bit mask, namespace flags on clone, socket families, ...);
  *  2. the allowlist filter: the profile's allowed syscalls, its deliberate denials (EPERM, or
  *     ENOSYS where glibc must fall back, e.g. clone3), default ENOSYS for everything unlisted.
+ *     (Denials whose errno equals the default are written into filter 1 instead: libseccomp
+ *     refuses a rule equal to its filter's default, and there they stay visible in the dump.)
  * Only the native architecture is added: any other ABI entry (i386 int 0x80, x32) is killed. */
 #ifndef KGYM_SANDBOX_SECCOMP_H
 #define KGYM_SANDBOX_SECCOMP_H

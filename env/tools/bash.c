@@ -236,8 +236,9 @@ static const char *sandbox_note(const tool_env *env, sbx_end end, char *buf, siz
 {
     const sbx_profile *p = &env->sandbox->bash;
     if (end == SBX_END_MEMORY) {
-        snprintf(buf, cap, "[Out of memory: the command exceeded its memory limit of %llu bytes "
-                           "and was killed]",
+        snprintf(buf, cap,
+                 "[Out of memory: the command exceeded its memory limit of %llu bytes "
+                 "and was killed]",
                  (unsigned long long)p->cg_memory_bytes);
         return "OOM";
     }
@@ -333,7 +334,8 @@ static void bash_sync(const tool_env *env, const spawn_opts *o, tool_result *res
     spawn_result_deinit(&r);
 }
 
-static void bash_background(const tool_env *env, const spawn_opts *o, tool_result *res)
+static void bash_background(const tool_env *env, const spawn_opts *o, const job_hook *hook,
+                            tool_result *res)
 {
     if (!env->jobs) {
         tool_fail(res, "INTERNAL", NULL, "Background commands are not available here");
@@ -341,7 +343,9 @@ static void bash_background(const tool_env *env, const spawn_opts *o, tool_resul
     }
     job_info info;
     const char *fail = NULL;
-    int rc = job_start(env->jobs, o, &info, &fail);
+    int rc = job_start(env->jobs, o, hook, &info, &fail);
+    if (rc != JOB_OK && hook)
+        hook->on_end(hook->ctx); /* not kept by the table: clean up here */
     if (rc == JOB_E_TOO_MANY) {
         tool_fail(res, "TOO_MANY_JOBS",
                   json_pack("{s:i}", "max_background_jobs", env->limits->max_background_jobs),
@@ -401,29 +405,34 @@ static void bash_run(const tool_env *env, const json_t *args, tool_result *res)
     const char *argv[] = {BASH_PATH, "-c", command, NULL};
     spawn_opts o;
     bash_opts(env, argv, &be, timeout, &o);
-    sandbox_argv *sa = NULL;
+    job_hook hook = {sandbox_job_free, NULL};
     if (background && sandboxed(env)) {
-        /* A background job is the launcher; killing its process group ends the sandbox's init
-         * and with it every process the job started. */
-        sandbox_cmd cmd = {.profile = "bash", .workspace = env->root_path,
-                           .uid = env->owner->uid, .gid = env->owner->gid, .argv = argv,
-                           .max_file_bytes = lim->max_file_bytes};
-        sa = malloc(sizeof *sa);
-        if (!sa || sandbox_build_argv(env->sandbox, &cmd, NULL, sa) != 0) {
-            free(sa);
+        /* A background job is the launcher, in a cgroup of its own; killing its process group
+         * ends the sandbox's init and with it every process the job started, and the hook
+         * removes the cgroup (killing anything left) once the job is reaped. */
+        sandbox_cmd cmd = {.profile = "bash",
+                           .workspace = env->root_path,
+                           .uid = env->owner->uid,
+                           .gid = env->owner->gid,
+                           .argv = argv,
+                           .max_file_bytes = lim->max_file_bytes,
+                           .tag = episode_tag(env)};
+        char err[256];
+        hook.ctx = sandbox_job_new(env->sandbox, &cmd, err, sizeof err);
+        if (!hook.ctx) {
             bash_env_deinit(&be);
-            tool_fail(res, "SPAWN_FAILED", NULL, "Could not prepare the sandbox");
+            tool_fail(res, "SPAWN_FAILED", json_pack("{s:s}", "detail", err),
+                      "Could not prepare the sandbox: %s", err);
             return;
         }
-        o.argv = sa->argv;
+        o.argv = sandbox_job_argv(hook.ctx);
         o.cwd = "/";
         o.rl = (spawn_rlimits){0}; /* the launcher sets the profile's limits itself */
     }
     if (background)
-        bash_background(env, &o, res);
+        bash_background(env, &o, hook.ctx ? &hook : NULL, res);
     else
         bash_sync(env, &o, res);
-    free(sa);
     bash_env_deinit(&be);
     check_quota(env, res);
 }

@@ -28,6 +28,7 @@ typedef struct job {
     int grace_ms;
     char *log_path;
     uint64_t read_off; /* bytes of the log already returned by job_read_new */
+    job_hook hook;
 } job;
 
 struct job_table {
@@ -108,6 +109,10 @@ static void job_finish(job *j, job_status st, const spawn_status *ss)
     j->info.exit_code = st == JOB_TIMED_OUT ? 124 : ss->exit_code;
     j->info.term_signal = ss->term_signal;
     j->info.runtime_ms = now_ms() - j->start_ms;
+    if (j->hook.on_end) {
+        j->hook.on_end(j->hook.ctx);
+        j->hook.on_end = NULL;
+    }
 }
 
 /* Kills j's group (grace as given) and reaps it. Lock held. */
@@ -192,7 +197,8 @@ void job_table_free(job_table *t)
     free(t);
 }
 
-int job_start(job_table *t, const spawn_opts *opts, job_info *info, const char **fail)
+int job_start(job_table *t, const spawn_opts *opts, const job_hook *hook, job_info *info,
+              const char **fail)
 {
     if (fail)
         *fail = NULL;
@@ -250,6 +256,8 @@ int job_start(job_table *t, const spawn_opts *opts, job_info *info, const char *
     j->info.timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : 0;
     j->start_ms = start;
     j->grace_ms = opts->kill_grace_ms;
+    if (hook)
+        j->hook = *hook;
     t->jobs[t->n++] = j;
     if (info)
         *info = j->info;

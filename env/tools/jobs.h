@@ -56,7 +56,16 @@ typedef struct job_info {
  * wall-clock limit, checked whenever the table is touched; opts->kill_grace_ms is its SIGTERM ->
  * SIGKILL delay when killed. Note opts->rl.fsize_bytes bounds the log file too. Returns JOB_OK
  * and fills info (may be NULL), JOB_E_TOO_MANY, JOB_E_IO or JOB_E_SPAWN (fail: stage name). */
-int job_start(job_table *jobs, const spawn_opts *opts, job_info *info, const char **fail);
+/* Called once when a job has ended and been reaped (exit, kill, timeout, table freed), with the
+ * table's lock held: it must not call back into the table. Used to remove a job's cgroup. */
+typedef struct job_hook {
+    void (*on_end)(void *ctx);
+    void *ctx;
+} job_hook;
+
+/* hook may be NULL. When the start fails the hook is not kept: the caller cleans up. */
+int job_start(job_table *jobs, const spawn_opts *opts, const job_hook *hook, job_info *info,
+              const char **fail);
 
 /* Decides whether one line of output (without its '\n') is kept. */
 typedef bool (*job_line_filter)(const char *line, size_t len, void *ctx);

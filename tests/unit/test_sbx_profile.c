@@ -133,21 +133,52 @@ static void expect_rule(const sbx_profile *p, const char *name, sbx_action actio
 static void check_common_policy(const sbx_profile *p)
 {
     assert_int_equal(p->default_errno, ENOSYS);
-    const char *eperm[] = {"ptrace", "process_vm_readv", "process_vm_writev", "kcmp",
-                           "pidfd_getfd", "mount", "umount2", "pivot_root", "chroot",
-                           "open_tree", "move_mount", "fsopen", "fsconfig", "fsmount", "fspick",
-                           "mount_setattr", "unshare", "setns", "bpf", "perf_event_open",
-                           "userfaultfd", "kexec_load", "kexec_file_load", "init_module",
-                           "finit_module", "delete_module", "reboot", "swapon", "swapoff",
-                           "acct", "quotactl", "syslog", "iopl", "ioperm", "open_by_handle_at",
-                           "settimeofday", "clock_settime", "adjtimex", "clock_adjtime"};
+    const char *eperm[] = {"ptrace",
+                           "process_vm_readv",
+                           "process_vm_writev",
+                           "kcmp",
+                           "pidfd_getfd",
+                           "mount",
+                           "umount2",
+                           "pivot_root",
+                           "chroot",
+                           "open_tree",
+                           "move_mount",
+                           "fsopen",
+                           "fsconfig",
+                           "fsmount",
+                           "fspick",
+                           "mount_setattr",
+                           "unshare",
+                           "setns",
+                           "bpf",
+                           "perf_event_open",
+                           "userfaultfd",
+                           "kexec_load",
+                           "kexec_file_load",
+                           "init_module",
+                           "finit_module",
+                           "delete_module",
+                           "reboot",
+                           "swapon",
+                           "swapoff",
+                           "acct",
+                           "quotactl",
+                           "syslog",
+                           "iopl",
+                           "ioperm",
+                           "open_by_handle_at",
+                           "settimeofday",
+                           "clock_settime",
+                           "adjtimex",
+                           "clock_adjtime"};
     for (size_t i = 0; i < sizeof eperm / sizeof eperm[0]; i++)
         expect_rule(p, eperm[i], SBX_ERRNO, EPERM);
     const char *enosys[] = {"clone3", "io_uring_setup", "io_uring_enter", "io_uring_register",
-                            "keyctl", "add_key", "request_key"};
+                            "keyctl", "add_key",        "request_key"};
     for (size_t i = 0; i < sizeof enosys / sizeof enosys[0]; i++)
         expect_rule(p, enosys[i], SBX_ERRNO, ENOSYS);
-    const char *allowed[] = {"read", "write", "execve", "clone", "fork", "vfork", "ioctl",
+    const char *allowed[] = {"read", "write", "execve", "clone",      "fork",  "vfork", "ioctl",
                              "mmap", "futex", "socket", "socketpair", "wait4", "pipe2"};
     for (size_t i = 0; i < sizeof allowed / sizeof allowed[0]; i++)
         expect_rule(p, allowed[i], SBX_ALLOW, 0);
@@ -294,6 +325,8 @@ static void test_strict_errors_name_file_and_line(void **state)
         {"[mount]\nro /x ${NOPE}\n", "t.sbx:2: unknown variable '${NOPE}'"},
         {"[mount]\nro /x $HOME\n", "t.sbx:2: '$' must start ${VARIABLE}"},
         {"[mount]\nro /x\nrw /x\n", "t.sbx:3: mount destination '/x' listed twice"},
+        {"[mount]\nrw / /home\n", "t.sbx:2: the root itself cannot be a mount destination"},
+        {"[seccomp] default ENOSYS\n", "t.sbx:1: malformed section header"},
         {"[dev]\nnull sda\n", "t.sbx:2: unknown device 'sda'"},
         {"[rlimit]\nfsize = 1X\n", "t.sbx:2: fsize: bad value '1X'"},
         {"[rlimit]\nnofile = 0\n", "t.sbx:2: nofile: 0 is not a limit"},
@@ -304,6 +337,7 @@ static void test_strict_errors_name_file_and_line(void **state)
         {"[namespaces]\nnet on\n", "t.sbx:2: expected 'key = value'"},
         {"[env]\n1X=2\n", "t.sbx:2: expected NAME=VALUE"},
         {"[env]\nA=1\nA=2\n", "t.sbx:3: A set twice in [env]"},
+        {"[env]\nPATH=${CUDA_HOME}/bin\n", "t.sbx:2: variables are not expanded in [env]"},
         {"[seccomp]\nallow ptrace\ndeny EPERM ptrace\n",
          "t.sbx:3: syscall 'ptrace' conflicts with its rule at t.sbx:2"},
         {"[seccomp]\ndeny EPERM ptrace\ndeny ENOSYS ptrace\n",
@@ -340,23 +374,25 @@ static void test_include_cycle_is_an_error(void **state)
 static void test_include_overrides_scalars_and_extends_lists(void **state)
 {
     scratch *s = *state;
-    put(s, "lower", "[limits]\nwall = 10s\noutput = 1M\n"
-                    "[rlimit]\nnofile = 100\nas = 1G\n"
-                    "[env]\nA=1\nB=2\n"
-                    "[mount]\nro /usr\ntmpfs /tmp size=1M\n"
-                    "[proc]\nmask /proc/kcore\n"
-                    "[dev]\nnull\n"
-                    "[seccomp]\nallow read\ndeny EPERM ptrace\n"
-                    "[guard]\nsocket_families AF_UNIX\n");
-    put(s, "upper", "include lower\n"
-                    "[limits]\nwall = 250ms\n"
-                    "[rlimit]\nas = none\n"
-                    "[env]\nA=3\n"
-                    "[mount]\ntmpfs /tmp size=2M mode=700\n"
-                    "[proc]\nmask /proc/keys /proc/kcore\n"
-                    "[dev]\nnull zero\n"
-                    "[seccomp]\nallow write read\ndeny EPERM ptrace\n"
-                    "[guard]\nsocket_families AF_UNIX AF_INET\n");
+    put(s, "lower",
+        "[limits]\nwall = 10s\noutput = 1M\n"
+        "[rlimit]\nnofile = 100\nas = 1G\n"
+        "[env]\nA=1\nB=2\n"
+        "[mount]\nro /usr\ntmpfs /tmp size=1M\n"
+        "[proc]\nmask /proc/kcore\n"
+        "[dev]\nnull\n"
+        "[seccomp]\nallow read\ndeny EPERM ptrace\n"
+        "[guard]\nsocket_families AF_UNIX\n");
+    put(s, "upper",
+        "include lower\n"
+        "[limits]\nwall = 250ms\n"
+        "[rlimit]\nas = none\n"
+        "[env]\nA=3\n"
+        "[mount]\ntmpfs /tmp size=2M mode=700\n"
+        "[proc]\nmask /proc/keys /proc/kcore\n"
+        "[dev]\nnull zero\n"
+        "[seccomp]\nallow write read\ndeny EPERM ptrace\n"
+        "[guard]\nsocket_families AF_UNIX AF_INET\n");
     expect_ok(s, "upper");
     sbx_profile *p = s->p;
     assert_int_equal(p->wall_ms, 250);
@@ -398,9 +434,10 @@ static void test_diamond_include_reads_a_file_once(void **state)
 static void test_optional_syscalls_are_skipped(void **state)
 {
     scratch *s = *state;
-    put(s, "t", "[seccomp]\nallow read ?kgym_no_such_syscall ?clone\n"
-                "deny EPERM ?kgym_nor_this\nrequire ?kgym_nor_that\n"
-                "[guard]\n?kgym_nope a0 == 1 -> EPERM\n" LIMITS);
+    put(s, "t",
+        "[seccomp]\nallow read ?kgym_no_such_syscall ?clone\n"
+        "deny EPERM ?kgym_nor_this\nrequire ?kgym_nor_that\n"
+        "[guard]\n?kgym_nope a0 == 1 -> EPERM\n" LIMITS);
     expect_ok(s, "t");
     assert_int_equal(s->p->n_rules, 2);
     assert_non_null(rule(s->p, "read"));
@@ -414,16 +451,17 @@ static void test_optional_syscalls_are_skipped(void **state)
 static void test_sizes_times_and_continuations(void **state)
 {
     scratch *s = *state;
-    put(s, "t", "[limits]   # sizes and times\n"
-                "wall = 2s\noutput = 64K\n"
-                "[rlimit]\nfsize = 3G\nstack=8M\ncpu = 90s\ncore = 0\n"
-                "[cgroup]\nmemory = 1T\npids = 77\n"
-                "[guard]\n"
-                "clone a0 & CLONE_NEWUSER | \\   # continued\n"
-                "      CLONE_NEWNET != 0 -> EPERM\n"
-                "ioctl a1 & 0xffffffff == TIOCSTI -> EPERM\n"
-                "prctl a0 != 4 -> EINVAL\n"
-                "[seccomp]\nallow personality if a0 in {PER_LINUX, 0x8, PER_LINUX32|UNAME26}\n");
+    put(s, "t",
+        "[limits]   # sizes and times\n"
+        "wall = 2s\noutput = 64K\n"
+        "[rlimit]\nfsize = 3G\nstack=8M\ncpu = 90s\ncore = 0\n"
+        "[cgroup]\nmemory = 1T\npids = 77\n"
+        "[guard]\n"
+        "clone a0 & CLONE_NEWUSER | \\   # continued\n"
+        "      CLONE_NEWNET != 0 -> EPERM\n"
+        "ioctl a1 & 0xffffffff == TIOCSTI -> EPERM\n"
+        "prctl a0 != 4 -> EINVAL\n"
+        "[seccomp]\nallow personality if a0 in {PER_LINUX, 0x8, PER_LINUX32|UNAME26}\n");
     expect_ok(s, "t");
     sbx_profile *p = s->p;
     assert_int_equal(p->wall_ms, 2000);
@@ -532,8 +570,8 @@ int main(void)
                                         scratch_teardown),
         cmocka_unit_test_setup_teardown(test_include_overrides_scalars_and_extends_lists,
                                         scratch_setup, scratch_teardown),
-        cmocka_unit_test_setup_teardown(test_conflict_across_files_names_both_places,
-                                        scratch_setup, scratch_teardown),
+        cmocka_unit_test_setup_teardown(test_conflict_across_files_names_both_places, scratch_setup,
+                                        scratch_teardown),
         cmocka_unit_test_setup_teardown(test_diamond_include_reads_a_file_once, scratch_setup,
                                         scratch_teardown),
         cmocka_unit_test_setup_teardown(test_optional_syscalls_are_skipped, scratch_setup,

@@ -74,43 +74,151 @@ static long rc_of(long r)
 
 /* ---- probes ---------------------------------------------------------------------------------- */
 
-static long p_ptrace(void) { return rc_of(syscall(SYS_ptrace, 3 /* PEEKUSER */, 0, 0, 0)); }
-static long p_vm_readv(void) { return rc_of(syscall(SYS_process_vm_readv, getpid(), 0, 0, 0, 0, 0)); }
-static long p_vm_writev(void) { return rc_of(syscall(SYS_process_vm_writev, getpid(), 0, 0, 0, 0, 0)); }
-static long p_kcmp(void) { return rc_of(syscall(SYS_kcmp, getpid(), getpid(), 1 /* VM */, 0, 0)); }
-static long p_pidfd_getfd(void) { return rc_of(syscall(SYS_pidfd_getfd, -1, 0, 0)); }
-static long p_mount(void) { return rc_of(syscall(SYS_mount, "none", "/kgym-nonexistent", "tmpfs", 0, NULL)); }
-static long p_umount2(void) { return rc_of(syscall(SYS_umount2, "/kgym-nonexistent", 0)); }
-static long p_pivot_root(void) { return rc_of(syscall(SYS_pivot_root, "/kgym-nonexistent", "/kgym-nonexistent")); }
-static long p_chroot(void) { return rc_of(syscall(SYS_chroot, "/kgym-nonexistent")); }
-static long p_open_tree(void) { return rc_of(syscall(SYS_open_tree, -1, "x", 0)); }
-static long p_move_mount(void) { return rc_of(syscall(SYS_move_mount, -1, "x", -1, "y", 0)); }
-static long p_fsopen(void) { return rc_of(syscall(SYS_fsopen, "kgym-nonexistent-fs", 0)); }
-static long p_fsconfig(void) { return rc_of(syscall(SYS_fsconfig, -1, 0, NULL, NULL, 0)); }
-static long p_fsmount(void) { return rc_of(syscall(SYS_fsmount, -1, 0, 0)); }
-static long p_fspick(void) { return rc_of(syscall(SYS_fspick, -1, "x", 0)); }
-static long p_mount_setattr(void) { return rc_of(syscall(SYS_mount_setattr, -1, "x", 0, NULL, 0)); }
-static long p_unshare(void) { return rc_of(syscall(SYS_unshare, 0)); }
-static long p_setns(void) { return rc_of(syscall(SYS_setns, -1, 0)); }
-static long p_bpf(void) { return rc_of(syscall(SYS_bpf, 0xffff, NULL, 0)); }
-static long p_perf(void) { return rc_of(syscall(SYS_perf_event_open, NULL, 0, -1, -1, 0)); }
-static long p_userfaultfd(void) { return rc_of(syscall(SYS_userfaultfd, ~0)); }
-static long p_kexec_load(void) { return rc_of(syscall(SYS_kexec_load, 0, 0, NULL, ~0UL)); }
-static long p_kexec_file_load(void) { return rc_of(syscall(SYS_kexec_file_load, -1, -1, 0, NULL, ~0UL)); }
-static long p_init_module(void) { return rc_of(syscall(SYS_init_module, NULL, 0, "")); }
-static long p_finit_module(void) { return rc_of(syscall(SYS_finit_module, -1, "", 0)); }
-static long p_delete_module(void) { return rc_of(syscall(SYS_delete_module, "kgym_nonexistent", 0)); }
+static long p_ptrace(void)
+{
+    return rc_of(syscall(SYS_ptrace, 3 /* PEEKUSER */, 0, 0, 0));
+}
+static long p_vm_readv(void)
+{
+    return rc_of(syscall(SYS_process_vm_readv, getpid(), 0, 0, 0, 0, 0));
+}
+static long p_vm_writev(void)
+{
+    return rc_of(syscall(SYS_process_vm_writev, getpid(), 0, 0, 0, 0, 0));
+}
+static long p_kcmp(void)
+{
+    return rc_of(syscall(SYS_kcmp, getpid(), getpid(), 1 /* VM */, 0, 0));
+}
+static long p_pidfd_getfd(void)
+{
+    return rc_of(syscall(SYS_pidfd_getfd, -1, 0, 0));
+}
+static long p_mount(void)
+{
+    return rc_of(syscall(SYS_mount, "none", "/kgym-nonexistent", "tmpfs", 0, NULL));
+}
+static long p_umount2(void)
+{
+    return rc_of(syscall(SYS_umount2, "/kgym-nonexistent", 0));
+}
+static long p_pivot_root(void)
+{
+    return rc_of(syscall(SYS_pivot_root, "/kgym-nonexistent", "/kgym-nonexistent"));
+}
+static long p_chroot(void)
+{
+    return rc_of(syscall(SYS_chroot, "/kgym-nonexistent"));
+}
+static long p_open_tree(void)
+{
+    return rc_of(syscall(SYS_open_tree, -1, "x", 0));
+}
+static long p_move_mount(void)
+{
+    return rc_of(syscall(SYS_move_mount, -1, "x", -1, "y", 0));
+}
+static long p_fsopen(void)
+{
+    return rc_of(syscall(SYS_fsopen, "kgym-nonexistent-fs", 0));
+}
+static long p_fsconfig(void)
+{
+    return rc_of(syscall(SYS_fsconfig, -1, 0, NULL, NULL, 0));
+}
+static long p_fsmount(void)
+{
+    return rc_of(syscall(SYS_fsmount, -1, 0, 0));
+}
+static long p_fspick(void)
+{
+    return rc_of(syscall(SYS_fspick, -1, "x", 0));
+}
+static long p_mount_setattr(void)
+{
+    return rc_of(syscall(SYS_mount_setattr, -1, "x", 0, NULL, 0));
+}
+static long p_unshare(void)
+{
+    return rc_of(syscall(SYS_unshare, 0));
+}
+static long p_setns(void)
+{
+    return rc_of(syscall(SYS_setns, -1, 0));
+}
+static long p_bpf(void)
+{
+    return rc_of(syscall(SYS_bpf, 0xffff, NULL, 0));
+}
+static long p_perf(void)
+{
+    return rc_of(syscall(SYS_perf_event_open, NULL, 0, -1, -1, 0));
+}
+static long p_userfaultfd(void)
+{
+    return rc_of(syscall(SYS_userfaultfd, ~0));
+}
+static long p_kexec_load(void)
+{
+    return rc_of(syscall(SYS_kexec_load, 0, 0, NULL, ~0UL));
+}
+static long p_kexec_file_load(void)
+{
+    return rc_of(syscall(SYS_kexec_file_load, -1, -1, 0, NULL, ~0UL));
+}
+static long p_init_module(void)
+{
+    return rc_of(syscall(SYS_init_module, NULL, 0, ""));
+}
+static long p_finit_module(void)
+{
+    return rc_of(syscall(SYS_finit_module, -1, "", 0));
+}
+static long p_delete_module(void)
+{
+    return rc_of(syscall(SYS_delete_module, "kgym_nonexistent", 0));
+}
 /* a wrong magic number is refused before anything else happens */
-static long p_reboot(void) { return rc_of(syscall(SYS_reboot, 0, 0, 0, NULL)); }
-static long p_swapon(void) { return rc_of(syscall(SYS_swapon, "/kgym-nonexistent", 0)); }
-static long p_swapoff(void) { return rc_of(syscall(SYS_swapoff, "/kgym-nonexistent")); }
-static long p_acct(void) { return rc_of(syscall(SYS_acct, "/kgym-nonexistent")); }
-static long p_quotactl(void) { return rc_of(syscall(SYS_quotactl, 0, NULL, 0, NULL)); }
-static long p_syslog(void) { return rc_of(syscall(SYS_syslog, 10 /* SIZE_BUFFER */, NULL, 0)); }
-static long p_iopl(void) { return rc_of(syscall(SYS_iopl, 4)); }
-static long p_ioperm(void) { return rc_of(syscall(SYS_ioperm, 0x10000, 1, 0)); }
-static long p_open_by_handle(void) { return rc_of(syscall(SYS_open_by_handle_at, -1, NULL, 0)); }
-static long p_settimeofday(void) { return rc_of(syscall(SYS_settimeofday, NULL, NULL)); }
+static long p_reboot(void)
+{
+    return rc_of(syscall(SYS_reboot, 0, 0, 0, NULL));
+}
+static long p_swapon(void)
+{
+    return rc_of(syscall(SYS_swapon, "/kgym-nonexistent", 0));
+}
+static long p_swapoff(void)
+{
+    return rc_of(syscall(SYS_swapoff, "/kgym-nonexistent"));
+}
+static long p_acct(void)
+{
+    return rc_of(syscall(SYS_acct, "/kgym-nonexistent"));
+}
+static long p_quotactl(void)
+{
+    return rc_of(syscall(SYS_quotactl, 0, NULL, 0, NULL));
+}
+static long p_syslog(void)
+{
+    return rc_of(syscall(SYS_syslog, 10 /* SIZE_BUFFER */, NULL, 0));
+}
+static long p_iopl(void)
+{
+    return rc_of(syscall(SYS_iopl, 4));
+}
+static long p_ioperm(void)
+{
+    return rc_of(syscall(SYS_ioperm, 0x10000, 1, 0));
+}
+static long p_open_by_handle(void)
+{
+    return rc_of(syscall(SYS_open_by_handle_at, -1, NULL, 0));
+}
+static long p_settimeofday(void)
+{
+    return rc_of(syscall(SYS_settimeofday, NULL, NULL));
+}
 static long p_clock_settime(void)
 {
     struct timespec ts = {1, 0};
@@ -126,19 +234,39 @@ static long p_clock_adjtime(void)
     struct timex tx = {0};
     return rc_of(syscall(SYS_clock_adjtime, CLOCK_REALTIME, &tx));
 }
-static long p_keyctl(void) { return rc_of(syscall(SYS_keyctl, 0xffff, 0, 0, 0, 0)); }
+static long p_keyctl(void)
+{
+    return rc_of(syscall(SYS_keyctl, 0xffff, 0, 0, 0, 0));
+}
 static long p_add_key(void)
 {
-    return rc_of(syscall(SYS_add_key, "kgym-no-such-type", "d", NULL, 0,
-                         KEY_SPEC_PROCESS_KEYRING));
+    return rc_of(syscall(SYS_add_key, "kgym-no-such-type", "d", NULL, 0, KEY_SPEC_PROCESS_KEYRING));
 }
-static long p_request_key(void) { return rc_of(syscall(SYS_request_key, "kgym-no-such-type", "d", NULL, 0)); }
-static long p_uring_setup(void) { return rc_of(syscall(SYS_io_uring_setup, 0, NULL)); }
-static long p_uring_enter(void) { return rc_of(syscall(SYS_io_uring_enter, -1, 0, 0, 0, NULL, 0)); }
-static long p_uring_register(void) { return rc_of(syscall(SYS_io_uring_register, -1, 0, NULL, 0)); }
-static long p_clone3(void) { return rc_of(syscall(SYS_clone3, NULL, 0)); }
+static long p_request_key(void)
+{
+    return rc_of(syscall(SYS_request_key, "kgym-no-such-type", "d", NULL, 0));
+}
+static long p_uring_setup(void)
+{
+    return rc_of(syscall(SYS_io_uring_setup, 0, NULL));
+}
+static long p_uring_enter(void)
+{
+    return rc_of(syscall(SYS_io_uring_enter, -1, 0, 0, 0, NULL, 0));
+}
+static long p_uring_register(void)
+{
+    return rc_of(syscall(SYS_io_uring_register, -1, 0, NULL, 0));
+}
+static long p_clone3(void)
+{
+    return rc_of(syscall(SYS_clone3, NULL, 0));
+}
 /* not in the allowlist at all */
-static long p_name_to_handle(void) { return rc_of(syscall(SYS_name_to_handle_at, AT_FDCWD, "/", NULL, NULL, 0)); }
+static long p_name_to_handle(void)
+{
+    return rc_of(syscall(SYS_name_to_handle_at, AT_FDCWD, "/", NULL, NULL, 0));
+}
 static long p_memfd(void)
 {
     long r = rc_of(syscall(SYS_memfd_create, "kgym", 0));
@@ -175,16 +303,40 @@ static long clone_with(unsigned long flags)
     waitpid((pid_t)r, NULL, __WALL); /* __WALL: the exit signal may not be SIGCHLD */
     return 0;
 }
-static long p_clone_newns(void) { return clone_with(CLONE_NEWNS); }
-static long p_clone_newuts(void) { return clone_with(CLONE_NEWUTS); }
-static long p_clone_newipc(void) { return clone_with(CLONE_NEWIPC); }
-static long p_clone_newuser(void) { return clone_with(CLONE_NEWUSER); }
-static long p_clone_newpid(void) { return clone_with(CLONE_NEWPID); }
-static long p_clone_newnet(void) { return clone_with(CLONE_NEWNET); }
-static long p_clone_newcgroup(void) { return clone_with(CLONE_NEWCGROUP); }
+static long p_clone_newns(void)
+{
+    return clone_with(CLONE_NEWNS);
+}
+static long p_clone_newuts(void)
+{
+    return clone_with(CLONE_NEWUTS);
+}
+static long p_clone_newipc(void)
+{
+    return clone_with(CLONE_NEWIPC);
+}
+static long p_clone_newuser(void)
+{
+    return clone_with(CLONE_NEWUSER);
+}
+static long p_clone_newpid(void)
+{
+    return clone_with(CLONE_NEWPID);
+}
+static long p_clone_newnet(void)
+{
+    return clone_with(CLONE_NEWNET);
+}
+static long p_clone_newcgroup(void)
+{
+    return clone_with(CLONE_NEWCGROUP);
+}
 /* legacy clone reads bit 7 as part of the exit signal (CLONE_NEWTIME works through clone3 and
  * unshare only); the guard refuses the bit all the same */
-static long p_clone_newtime(void) { return clone_with(CLONE_NEWTIME); }
+static long p_clone_newtime(void)
+{
+    return clone_with(CLONE_NEWTIME);
+}
 
 static long socket_with(unsigned long family, int type)
 {
@@ -193,13 +345,31 @@ static long socket_with(unsigned long family, int type)
         close((int)r);
     return r >= 0 ? 0 : r;
 }
-static long p_sock_inet(void) { return socket_with(AF_INET, SOCK_STREAM); }
-static long p_sock_inet6(void) { return socket_with(AF_INET6, SOCK_DGRAM); }
-static long p_sock_netlink(void) { return socket_with(AF_NETLINK, SOCK_RAW); }
-static long p_sock_packet(void) { return socket_with(AF_PACKET, SOCK_DGRAM); }
-static long p_sock_vsock(void) { return socket_with(AF_VSOCK, SOCK_STREAM); }
+static long p_sock_inet(void)
+{
+    return socket_with(AF_INET, SOCK_STREAM);
+}
+static long p_sock_inet6(void)
+{
+    return socket_with(AF_INET6, SOCK_DGRAM);
+}
+static long p_sock_netlink(void)
+{
+    return socket_with(AF_NETLINK, SOCK_RAW);
+}
+static long p_sock_packet(void)
+{
+    return socket_with(AF_PACKET, SOCK_DGRAM);
+}
+static long p_sock_vsock(void)
+{
+    return socket_with(AF_VSOCK, SOCK_STREAM);
+}
 /* the kernel reads an int: upper-half junk makes this AF_UNIX for it, the filter refuses it */
-static long p_sock_unix_hi(void) { return socket_with(AF_UNIX | (1UL << 32), SOCK_STREAM); }
+static long p_sock_unix_hi(void)
+{
+    return socket_with(AF_UNIX | (1UL << 32), SOCK_STREAM);
+}
 static long p_socketpair_inet(void)
 {
     int sv[2];
@@ -211,15 +381,24 @@ static long p_socketpair_inet(void)
     return r;
 }
 /* arg5 != 0 makes the kernel answer EINVAL before any capability check */
-static long p_prctl_set_mm(void) { return rc_of(syscall(SYS_prctl, PR_SET_MM, 1, 0, 0, 1)); }
+static long p_prctl_set_mm(void)
+{
+    return rc_of(syscall(SYS_prctl, PR_SET_MM, 1, 0, 0, 1));
+}
 static long p_prctl_set_mm_hi(void)
 {
     return rc_of(syscall(SYS_prctl, PR_SET_MM | (1UL << 32), 1, 0, 0, 1));
 }
-static long p_personality_aslr(void) { return rc_of(syscall(SYS_personality, ADDR_NO_RANDOMIZE)); }
+static long p_personality_aslr(void)
+{
+    return rc_of(syscall(SYS_personality, ADDR_NO_RANDOMIZE));
+}
 
 /* Allowed work. */
-static long p_sock_unix(void) { return socket_with(AF_UNIX, SOCK_STREAM); }
+static long p_sock_unix(void)
+{
+    return socket_with(AF_UNIX, SOCK_STREAM);
+}
 static long p_socketpair_unix(void)
 {
     int sv[2];
@@ -245,7 +424,10 @@ static long p_personality_query(void)
     long r = rc_of(syscall(SYS_personality, 0xffffffffUL));
     return r >= 0 ? 0 : r;
 }
-static long p_prctl_name(void) { return rc_of(prctl(PR_SET_NAME, "kgym-probe", 0, 0, 0)); }
+static long p_prctl_name(void)
+{
+    return rc_of(prctl(PR_SET_NAME, "kgym-probe", 0, 0, 0));
+}
 static long p_fork(void)
 {
     pid_t pid = fork();
@@ -256,7 +438,10 @@ static long p_fork(void)
         return -errno;
     return WIFEXITED(st) && WEXITSTATUS(st) == 7 ? 0 : -EIO;
 }
-static void *thread_fn(void *arg) { return arg; }
+static void *thread_fn(void *arg)
+{
+    return arg;
+}
 static long p_thread(void)
 {
     pthread_t t;
@@ -267,7 +452,10 @@ static long p_thread(void)
     pthread_join(t, &out);
     return out == (void *)0x5 ? 0 : -EIO;
 }
-static long p_clone_plain(void) { return clone_with(0); }
+static long p_clone_plain(void)
+{
+    return clone_with(0);
+}
 
 /* ---- the probe table ------------------------------------------------------------------------- */
 
@@ -277,7 +465,7 @@ typedef enum source { ALLOWED, DENY, GUARD, DEFAULT, FAMILY } source;
 typedef struct probe {
     const char *name;
     long (*fn)(void);
-    int want;        /* errno under the shipped filter; 0: must succeed */
+    int want; /* errno under the shipped filter; 0: must succeed */
     source src;
     bool host_may_agree; /* a locked-down host may refuse it with the same errno unconfined */
 } probe;
@@ -387,7 +575,8 @@ static void child_confine(const sbx_profile *p)
     if (!p)
         return;
     char err[256];
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || sbx_seccomp_install(p, err, sizeof err) != 0) {
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+        sbx_seccomp_install(p, err, sizeof err) != 0) {
         (void)!write(2, err, strlen(err));
         _exit(121);
     }
@@ -478,8 +667,11 @@ static void test_tagged_filter_answers_every_denial_itself(void **state)
     tag(p);
     long r[N_PROBES];
     run_probes(p, r);
-    static const int mark[] = {[ALLOWED] = 0, [DENY] = MARK_DENY, [GUARD] = MARK_GUARD,
-                               [DEFAULT] = MARK_DEFAULT, [FAMILY] = EAFNOSUPPORT};
+    static const int mark[] = {[ALLOWED] = 0,
+                               [DENY] = MARK_DENY,
+                               [GUARD] = MARK_GUARD,
+                               [DEFAULT] = MARK_DEFAULT,
+                               [FAMILY] = EAFNOSUPPORT};
     char bad[4096] = "";
     for (int i = 0; i < N_PROBES; i++) {
         const probe *pr = &PROBES[i];
@@ -500,11 +692,35 @@ static void test_tagged_filter_answers_every_denial_itself(void **state)
 /* Without the filter (as root) every probe reaches the kernel and gets another answer; where
  * a locked-down host refuses one with the same errno anyway, the tagged run above is the proof,
  * and this notes it. */
+/* Whether this process can serve as the unconfined control: root with CAP_SYS_ADMIN and no
+ * seccomp filter of its own (inside a container under Docker's profile, most probes are EPERM
+ * before they reach the kernel). Otherwise the control is skipped; the tagged run still proves
+ * that the filter answers. */
+static bool open_host(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f)
+        return false;
+    char line[256];
+    bool no_seccomp = false, sys_admin = false;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long long caps;
+        if (strcmp(line, "Seccomp:\t0\n") == 0)
+            no_seccomp = true;
+        if (sscanf(line, "CapEff: %llx", &caps) == 1)
+            sys_admin = caps & (1ULL << 21); /* CAP_SYS_ADMIN */
+    }
+    fclose(f);
+    return geteuid() == 0 && no_seccomp && sys_admin;
+}
+
 static void test_unconfined_control_differs(void **state)
 {
     (void)state;
-    if (geteuid() != 0)
-        skip(); /* as non-root most of these are EPERM anyway; the tagged run still proves it */
+    if (!open_host()) {
+        print_message("skipped: not root with CAP_SYS_ADMIN outside any seccomp filter\n");
+        skip();
+    }
     long r[N_PROBES];
     run_probes(NULL, r);
     char bad[4096] = "";
@@ -521,7 +737,8 @@ static void test_unconfined_control_differs(void **state)
             differ++;
         } else if (pr->host_may_agree) {
             print_message("note: unconfined %s is also %s on this host (the tagged run proves "
-                          "the filter)\n", pr->name, strerror(pr->want));
+                          "the filter)\n",
+                          pr->name, strerror(pr->want));
         } else {
             append(bad, sizeof bad, "\n  %s: %s unconfined too", pr->name, strerror(pr->want));
         }
@@ -569,10 +786,11 @@ static void test_foreign_abis_are_killed(void **state)
     if (rc == 1)
         fail_msg("i386 getpid succeeded under the filter");
     assert_true(sig == SIGSYS || sig == SIGSEGV);
-    int uncon_sig;
-    int uncon = forbidden_abi_outcome(NULL, false, &uncon_sig);
-    assert_int_not_equal(uncon_sig, SIGSYS); /* control: no filter, no SIGSYS */
-    (void)uncon;
+    if (open_host()) {
+        int uncon_sig;
+        (void)forbidden_abi_outcome(NULL, false, &uncon_sig);
+        assert_int_not_equal(uncon_sig, SIGSYS); /* control: no filter, no SIGSYS */
+    }
     free(p);
 }
 
@@ -653,7 +871,8 @@ static void test_ordinary_work_runs_under_bash_profile(void **state)
     snprintf(script, sizeof script,
              "cd %s && printf '#include <stdio.h>\\nint main(void){puts(\"hello\");return 0;}\\n'"
              " > hello.c && cc -O1 -o hello hello.c && ./hello; rc=$?; rm -f hello hello.c; "
-             "exit $rc", dir);
+             "exit $rc",
+             dir);
     char *cc[] = {"/bin/sh", "-c", script, NULL};
     expect_runs(p, cc, "hello");
     rmdir(dir);
