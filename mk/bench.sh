@@ -77,4 +77,11 @@ done
     --state-dir "$STATE" --json "$JSON_OUT" ${BENCH_ARGS:-} "$@"
 rc=$?
 echo "figures: $JSON_OUT; server log: $SERVER_LOG"
+echo
+# Sandbox overhead (needs root, like the sandbox itself).
+if [ "$(id -u)" -eq 0 ]; then
+    python3 tests/bench/bench_sandbox.py --server "http://$HOST:$port" || rc=1
+else
+    echo "sandbox overhead: not measured (needs root)"
+fi
 exit $rc
