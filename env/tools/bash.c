@@ -234,6 +234,8 @@ static int run_foreground(const tool_env *env, const spawn_opts *o, spawn_result
 /* The note and error code of a sandbox verdict that the status alone does not explain. */
 static const char *sandbox_note(const tool_env *env, sbx_end end, char *buf, size_t cap)
 {
+    if (!env->sandbox)
+        return NULL;
     const sbx_profile *p = &env->sandbox->bash;
     if (end == SBX_END_MEMORY) {
         snprintf(buf, cap,
