@@ -26,6 +26,8 @@ void config_defaults(server_config *cfg)
     cfg->log_requests = true;
     snprintf(cfg->sandbox_profiles, sizeof cfg->sandbox_profiles, "sandbox_profiles");
     cfg->sandbox_uid_base = 200000;
+    cfg->workspace_tmpfs = true;
+    cfg->workspace_max_inodes = 65536;
     cfg->limits = (tool_limits){
         .disk_quota_bytes = 256ull << 20,
         .max_file_bytes = 8ull << 20,
@@ -99,6 +101,8 @@ static const config_key KEYS[] = {
      sizeof(((server_config *)0)->sandbox_profiles), false},
     {"allow_weak_sandbox", K_BOOL, OFF(allow_weak_sandbox), 0, 0, 0, false},
     {"sandbox_uid_base", K_INT, OFF(sandbox_uid_base), 1000, 2000000000, 0, false},
+    {"workspace_tmpfs", K_BOOL, OFF(workspace_tmpfs), 0, 0, 0, false},
+    {"workspace_max_inodes", K_INT, OFF(workspace_max_inodes), 64, 100000000, 0, false},
     {"disk_quota_bytes", K_U64, LIM(disk_quota_bytes), 4096, 1e15, 0, false},
     {"max_file_bytes", K_U64, LIM(max_file_bytes), 1024, 1e12, 0, false},
     {"max_output_chars", K_SIZE, LIM(max_output_chars), 256, 1 << 30, 0, false},

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -24,11 +25,11 @@ struct ep_table {
     const ws_template *tpl;
     struct metrics *metrics;
     char episodes_dir[560];
-    pthread_mutex_t lock; /* guards buckets, refs, in_table, count */
+    pthread_mutex_t lock;         /* guards buckets, refs, in_table, count */
     struct bucket_node **buckets; /* EP_BUCKETS chains: id -> episode */
-    episode **all;        /* every episode, in creation order (closed ones too) */
+    episode **all;                /* every episode, in creation order (closed ones too) */
     size_t n_all, cap_all;
-    atomic_long open;     /* episodes holding a workspace */
+    atomic_long open; /* episodes holding a workspace */
     struct sandbox *sandbox;
     atomic_ulong uid_seq; /* hands out the episodes' uids */
 };
@@ -136,8 +137,10 @@ static void table_remove_locked(ep_table *t, episode *ep)
 
 static void episode_free(episode *ep)
 {
-    if (ep->root_fd >= 0)
+    if (ep->root_fd >= 0) {
         close(ep->root_fd);
+        umount2(ep->work_dir, MNT_DETACH); /* no mount outlives the server */
+    }
     job_table_free(ep->jobs);
     traj_close(ep->traj);
     idem_deinit(&ep->idem);
@@ -272,8 +275,9 @@ static int check_option(const char *key, const json_t *v, api_error *e)
     if ((strcmp(key, "max_wall_s") == 0 || strcmp(key, "idle_timeout_s") == 0) &&
         !(json_is_number(v) && json_number_value(v) > 0 && json_number_value(v) <= 30 * 86400))
         goto bad;
-    if (strcmp(key, "variant") == 0 && !(json_is_string(v) && (strcmp(json_string_value(v), "gpu") == 0 ||
-                                                              strcmp(json_string_value(v), "cpu") == 0)))
+    if (strcmp(key, "variant") == 0 &&
+        !(json_is_string(v) &&
+          (strcmp(json_string_value(v), "gpu") == 0 || strcmp(json_string_value(v), "cpu") == 0)))
         goto bad;
     if (strcmp(key, "reward_on") == 0 &&
         !(json_is_string(v) && (strcmp(json_string_value(v), "best") == 0 ||
@@ -300,7 +304,8 @@ static int check_options(const json_t *options, api_error *e)
     }
     const char *key;
     json_t *v;
-    json_object_foreach((json_t *)options, key, v) {
+    json_object_foreach((json_t *)options, key, v)
+    {
         bool known = false;
         for (size_t i = 0; i < sizeof OPTION_KEYS / sizeof OPTION_KEYS[0]; i++)
             known = known || strcmp(OPTION_KEYS[i], key) == 0;
@@ -328,7 +333,8 @@ int ep_parse_params(const json_t *body, ep_params *p, api_error *e)
     }
     const char *key;
     json_t *v;
-    json_object_foreach((json_t *)body, key, v) {
+    json_object_foreach((json_t *)body, key, v)
+    {
         if (strcmp(key, "task_id") == 0 && (json_is_string(v) || json_is_null(v))) {
             p->task_id = json_string_value(v);
         } else if (strcmp(key, "seed") == 0 && json_is_integer(v) && json_integer_value(v) >= 0) {
@@ -386,10 +392,9 @@ static json_t *reset_observation(const ep_table *t, const episode *ep, const cha
                  "```python\n%s\n```\n",
                  tk->id, tk->description[0] ? tk->description : tk->name, code) < 0)
         content = NULL;
-    json_t *obs = json_pack("{s:s, s:b, s:{s:s, s:s, s:s, s:o}}", "content",
-                            content ? content : "", "is_error", 0, "data", "task_id", tk->id,
-                            "workdir", WS_VIRTUAL_ROOT, "variant", ep->variant, "files",
-                            ws_template_file_list(t->tpl));
+    json_t *obs = json_pack("{s:s, s:b, s:{s:s, s:s, s:s, s:o}}", "content", content ? content : "",
+                            "is_error", 0, "data", "task_id", tk->id, "workdir", WS_VIRTUAL_ROOT,
+                            "variant", ep->variant, "files", ws_template_file_list(t->tpl));
     free(content);
     return obs;
 }
@@ -401,6 +406,33 @@ static json_t *reset_info(const episode *ep, double reset_ms)
     return json_pack("{s:s, s:I, s:i, s:i, s:s, s:{s:f}}", "task_id", ep->task_id, "seed",
                      (json_int_t)ep->seed, "step", 0, "max_steps", ep->max_steps, "expires_at",
                      expires, "timing", "reset_ms", reset_ms);
+}
+
+/* Removes a workspace, the tmpfs it may be mounted on first. */
+static void remove_workspace_dir(const episode *ep)
+{
+    umount2(ep->work_dir, MNT_DETACH); /* EINVAL when it is a plain directory: fine */
+    ws_remove_tree(ep->work_dir);
+}
+
+/* A sandboxed episode's workspace is a tmpfs of exactly its quota: the kernel then stops a
+ * command that fills it (ENOSPC), counting every block (fallocate too) and inode, instead of the
+ * server noticing after the fact. Its pages are charged to the memory cgroup of whoever writes
+ * them. Unsandboxed episodes use a plain directory. */
+static int make_workspace_dir(const ep_table *t, const episode *ep, char *err, size_t errcap)
+{
+    remove_workspace_dir(ep);
+    if (!ep->sandbox || !t->cfg->workspace_tmpfs)
+        return 0; /* ws_create makes the directory */
+    char data[96];
+    snprintf(data, sizeof data, "size=%llu,nr_inodes=%d,mode=1777",
+             (unsigned long long)ep->limits.disk_quota_bytes, t->cfg->workspace_max_inodes);
+    if (mkdir(ep->work_dir, 01777) != 0 ||
+        mount("tmpfs", ep->work_dir, "tmpfs", MS_NOSUID | MS_NODEV, data) != 0) {
+        snprintf(err, errcap, "cannot mount the workspace tmpfs: %s", strerror(errno));
+        return -1;
+    }
+    return 0;
 }
 
 /* Creates the workspace and resets counters; the episode lock is held or the episode is new. */
@@ -415,15 +447,15 @@ static int setup_workspace(ep_table *t, episode *ep, const task *tk, const ep_pa
     const char *code = tk->code;
     if (strcmp(variant, "cpu") == 0) {
         if (!tk->code_cpu) {
-            api_error_set(e, 422, "VALIDATION_ERROR", false,
-                          "task %s has no CPU-sized variant", tk->id);
+            api_error_set(e, 422, "VALIDATION_ERROR", false, "task %s has no CPU-sized variant",
+                          tk->id);
             return -1;
         }
         code = tk->code_cpu;
     }
-    if (ws_remove_tree(ep->work_dir) != 0 ||
-        ws_create(t->tpl, ep->work_dir, code, strlen(code),
-                  ep->sandbox ? &ep->owner : NULL, err, sizeof err) != 0) {
+    if (make_workspace_dir(t, ep, err, sizeof err) != 0 ||
+        ws_create(t->tpl, ep->work_dir, code, strlen(code), ep->sandbox ? &ep->owner : NULL, err,
+                  sizeof err) != 0) {
         api_error_set(e, 500, "WORKSPACE_FAILED", true, "%s", err);
         return -1;
     }
@@ -475,11 +507,11 @@ static int finish_reset(ep_table *t, episode *ep, double t0, bool created, json_
     double setup_ms = (ep_now() - t0) * 1000.0;
     json_t *obs = reset_observation(t, ep, code);
     json_t *info = reset_info(ep, setup_ms);
-    json_t *rec = json_pack("{s:s, s:s, s:s, s:I, s:s, s:f, s:O?, s:O?, s:O, s:O}", "type",
-                            "reset", "episode_id", ep->id, "task_id", ep->task_id, "seed",
-                            (json_int_t)ep->seed, "variant", ep->variant, "created_unix",
-                            ep->created_at, "options", ep->options, "tags", ep->tags,
-                            "observation", obs, "info", info);
+    json_t *rec =
+        json_pack("{s:s, s:s, s:s, s:I, s:s, s:f, s:O?, s:O?, s:O, s:O}", "type", "reset",
+                  "episode_id", ep->id, "task_id", ep->task_id, "seed", (json_int_t)ep->seed,
+                  "variant", ep->variant, "created_unix", ep->created_at, "options", ep->options,
+                  "tags", ep->tags, "observation", obs, "info", info);
     int rc = ep_record(ep, rec, e);
     json_decref(rec);
     /* A new trajectory file is durable only once the directories naming it are. */
@@ -496,8 +528,8 @@ static int finish_reset(ep_table *t, episode *ep, double t0, bool created, json_
     double reset_ms = (ep_now() - t0) * 1000.0;
     json_object_set_new(json_object_get(info, "timing"), "reset_ms", json_real(reset_ms));
     json_object_set_new(json_object_get(info, "timing"), "setup_ms", json_real(setup_ms));
-    *reset_out = json_pack("{s:s, s:o, s:o}", "episode_id", ep->id, "observation", obs, "info",
-                           info);
+    *reset_out =
+        json_pack("{s:s, s:o, s:o}", "episode_id", ep->id, "observation", obs, "info", info);
     if (t->metrics)
         metrics_reset(t->metrics, reset_ms / 1000.0);
     return 0;
@@ -534,8 +566,8 @@ static int take_slot(ep_table *t, api_error *e)
                       "the server has %ld open episodes, its maximum; close one or retry later",
                       open);
         e->retry_after_s = t->cfg->retry_after_s;
-        e->details = json_pack("{s:I, s:i}", "active", (json_int_t)open, "max",
-                               t->cfg->max_episodes);
+        e->details =
+            json_pack("{s:I, s:i}", "active", (json_int_t)open, "max", t->cfg->max_episodes);
         return -1;
     }
     return 0;
@@ -607,8 +639,7 @@ static int check_not_gone(const episode *ep, api_error *e)
     }
     if (ep->status == EP_ENDED) {
         api_error_set(e, 410, "EPISODE_ENDED", false,
-                      "episode %s ended when the server restarted; its trajectory is kept",
-                      ep->id);
+                      "episode %s ended when the server restarted; its trajectory is kept", ep->id);
         return -1;
     }
     return 0;
@@ -672,7 +703,7 @@ static void release_workspace(ep_table *t, episode *ep)
         close(ep->root_fd);
     ep->root_fd = -1;
     pthread_mutex_unlock(&ep->lock);
-    ws_remove_tree(ep->work_dir);
+    remove_workspace_dir(ep);
     char jobs_dir[700];
     snprintf(jobs_dir, sizeof jobs_dir, "%s/jobs", ep->dir);
     ws_remove_tree(jobs_dir);
@@ -787,8 +818,8 @@ json_t *ep_state_json(episode *ep)
     bool open = has_workspace(ep->status);
     json_t *j = json_pack(
         "{s:s, s:s, s:s, s:I, s:i, s:i, s:b, s:b, s:b, s:s, s:s, s:s, s:s?, s:f, s:O?, s:O?}",
-        "episode_id", ep->id, "status", ep_status_name(ep->status), "task_id", ep->task_id,
-        "seed", (json_int_t)ep->seed, "step", ep->step, "max_steps", ep->max_steps, "terminated",
+        "episode_id", ep->id, "status", ep_status_name(ep->status), "task_id", ep->task_id, "seed",
+        (json_int_t)ep->seed, "step", ep->step, "max_steps", ep->max_steps, "terminated",
         ep->status == EP_TERMINATED, "truncated", ep->status == EP_TRUNCATED, "busy", ep->busy,
         "created_at", created, "reset_at", reset, "last_active_at", active, "expires_at",
         open ? expires : NULL, "total_reward", ep->total_reward, "options", ep->options, "tags",
@@ -859,9 +890,9 @@ int ep_reap_idle(ep_table *t, double now)
 
 /* What a trajectory says about its episode: the last reset, the steps since, how it ended. */
 typedef struct traj_summary {
-    json_t *reset;      /* the last reset record (owned) */
-    int steps;          /* step records since it */
-    const char *ended;  /* "closed", "expired" or NULL (still open when the server stopped) */
+    json_t *reset;     /* the last reset record (owned) */
+    int steps;         /* step records since it */
+    const char *ended; /* "closed", "expired" or NULL (still open when the server stopped) */
 } traj_summary;
 
 static void summarize_line(traj_summary *s, const char *line, size_t len)
@@ -925,14 +956,13 @@ static int recover_one(ep_table *t, const char *id)
     ep->reset_at = ep->last_active = json_number_value(json_object_get(r, "ts"));
     ep->options = json_incref(json_object_get(r, "options"));
     ep->tags = json_incref(json_object_get(r, "tags"));
-    ep->max_steps = (int)json_integer_value(json_object_get(json_object_get(r, "info"), "max_steps"));
+    ep->max_steps =
+        (int)json_integer_value(json_object_get(json_object_get(r, "info"), "max_steps"));
     ep->step = sum.steps;
     ep->task = task_store_find(t->tasks, ep->task_id);
-    ep->status = !sum.ended                         ? EP_ENDED
-                 : strcmp(sum.ended, "expired") == 0 ? EP_EXPIRED
-                                                     : EP_CLOSED;
+    ep->status = !sum.ended ? EP_ENDED : strcmp(sum.ended, "expired") == 0 ? EP_EXPIRED : EP_CLOSED;
     json_decref(sum.reset);
-    ws_remove_tree(ep->work_dir);
+    remove_workspace_dir(ep); /* a tmpfs left mounted by a killed server too */
     snprintf(path, sizeof path, "%s/jobs", ep->dir);
     ws_remove_tree(path);
     pthread_mutex_lock(&t->lock);

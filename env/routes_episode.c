@@ -88,8 +88,8 @@ void route_episode_create(server *srv, const api_request *req, api_response *res
 void route_episode_list(server *srv, const api_request *req, api_response *resp)
 {
     json_t *list = ep_list_json(srv->episodes, route_query(req, "status"));
-    api_json(resp, 200, json_pack("{s:I, s:o}", "count", (json_int_t)json_array_size(list),
-                                  "episodes", list));
+    api_json(resp, 200,
+             json_pack("{s:I, s:o}", "count", (json_int_t)json_array_size(list), "episodes", list));
 }
 
 /* ---- one episode ------------------------------------------------------------------------- */
@@ -192,8 +192,8 @@ static void route_trajectory(server *srv, episode *ep, api_response *resp)
     ep_trajectory_path(ep, path, sizeof path);
     int rc = read_file_bytes(path, &resp->raw, &resp->raw_len);
     if (rc != 0) {
-        api_fail(resp, rc == -ENOENT ? 404 : 500, rc == -ENOENT ? "NOT_FOUND" : "INTERNAL",
-                 false, NULL, "cannot read the trajectory: %s", strerror(-rc));
+        api_fail(resp, rc == -ENOENT ? 404 : 500, rc == -ENOENT ? "NOT_FOUND" : "INTERNAL", false,
+                 NULL, "cannot read the trajectory: %s", strerror(-rc));
         return;
     }
     resp->status = 200;
@@ -205,13 +205,19 @@ static void route_trajectory(server *srv, episode *ep, api_response *resp)
 static int ws_status_http(int err)
 {
     switch (err) {
-    case WS_E_NOENT: return 404;
+    case WS_E_NOENT:
+        return 404;
     case WS_E_OUTSIDE:
-    case WS_E_READONLY: return 403;
+    case WS_E_READONLY:
+        return 403;
     case WS_E_INVALID:
     case WS_E_ISDIR:
-    case WS_E_NOTDIR: return 400;
-    default: return 500;
+    case WS_E_NOTDIR:
+        return 400;
+    case WS_E_NOSPACE:
+        return 413;
+    default:
+        return 500;
     }
 }
 
@@ -226,8 +232,8 @@ static bool workspace_available(episode *ep, api_response *resp)
 {
     if (ep->root_fd >= 0)
         return true;
-    api_fail(resp, 410, "EPISODE_CLOSED", false, NULL,
-             "episode %s has no workspace any more (%s)", ep->id, ep_status_name(ep->status));
+    api_fail(resp, 410, "EPISODE_CLOSED", false, NULL, "episode %s has no workspace any more (%s)",
+             ep->id, ep_status_name(ep->status));
     return false;
 }
 
@@ -269,7 +275,8 @@ static void route_file_get(episode *ep, const char *user_path, api_response *res
         return;
     }
     ws_display(rel, shown, sizeof shown);
-    int fd = ws_open(ep->root_fd, rel, O_RDONLY, 0);
+    /* O_NONBLOCK: a FIFO the agent planted must not hang the server (and the episode lock). */
+    int fd = ws_open(ep->root_fd, rel, O_RDONLY | O_NONBLOCK, 0);
     struct stat st;
     if (fd >= 0 && fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
         list_directory(fd, shown, resp); /* takes the fd */
@@ -279,11 +286,23 @@ static void route_file_get(episode *ep, const char *user_path, api_response *res
         fail_path(resp, fd, shown);
         return;
     }
+    bool regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
     close(fd);
+    if (!regular) {
+        api_fail(resp, 400, "NOT_A_REGULAR_FILE", false, json_pack("{s:s}", "path", shown),
+                 "%s is not a regular file (a FIFO, socket or device)", shown);
+        return;
+    }
     fs_file f;
     rc = fs_load(ep->root_fd, rel, ep->limits.max_file_bytes, &f);
+    if (rc == FS_E_TOO_LARGE) {
+        api_fail(resp, 413, "FILE_TOO_LARGE", false, json_pack("{s:s}", "path", shown),
+                 "%s is larger than the %llu-byte file cap", shown,
+                 (unsigned long long)ep->limits.max_file_bytes);
+        return;
+    }
     if (rc != 0) {
-        fail_path(resp, rc == FS_E_TOO_LARGE || rc == FS_E_NOT_REGULAR ? WS_E_IO : rc, shown);
+        fail_path(resp, rc == FS_E_NOT_REGULAR ? WS_E_IO : rc, shown);
         return;
     }
     resp->status = 200;
@@ -293,8 +312,8 @@ static void route_file_get(episode *ep, const char *user_path, api_response *res
 }
 
 /* PUT: the body's bytes replace the file (atomically), within the same limits as Write. */
-static void route_file_put(server *srv, const api_request *req, episode *ep,
-                           const char *user_path, api_response *resp)
+static void route_file_put(server *srv, const api_request *req, episode *ep, const char *user_path,
+                           api_response *resp)
 {
     char rel[WS_PATH_MAX], target[WS_PATH_MAX], shown[WS_PATH_MAX + 16];
     int rc = ws_normalize(user_path, strlen(user_path), rel);
@@ -313,8 +332,9 @@ static void route_file_put(server *srv, const api_request *req, episode *ep,
         return;
     }
     if (req->body_len > ep->limits.max_file_bytes) {
-        api_fail(resp, 413, "PAYLOAD_TOO_LARGE", false, NULL, "%s: %zu bytes exceed the %llu-byte file cap",
-                 shown, req->body_len, (unsigned long long)ep->limits.max_file_bytes);
+        api_fail(resp, 413, "PAYLOAD_TOO_LARGE", false, NULL,
+                 "%s: %zu bytes exceed the %llu-byte file cap", shown, req->body_len,
+                 (unsigned long long)ep->limits.max_file_bytes);
         return;
     }
     tool_env env;
@@ -337,7 +357,8 @@ static void route_file_put(server *srv, const api_request *req, episode *ep,
     json_t *rec = json_pack("{s:s, s:s, s:I, s:b}", "type", "upload", "path", shown, "bytes",
                             (json_int_t)req->body_len, "created", !exists);
     if (text)
-        json_object_set_new(rec, "content", json_stringn(req->body ? req->body : "", req->body_len));
+        json_object_set_new(rec, "content",
+                            json_stringn(req->body ? req->body : "", req->body_len));
     api_error e = {0};
     rc = ep_record(ep, rec, &e);
     json_decref(rec);
@@ -346,8 +367,9 @@ static void route_file_put(server *srv, const api_request *req, episode *ep,
         api_fail_from(resp, &e);
         return;
     }
-    api_json(resp, exists ? 200 : 201, json_pack("{s:s, s:I, s:b}", "path", shown, "bytes",
-                                                 (json_int_t)req->body_len, "created", !exists));
+    api_json(resp, exists ? 200 : 201,
+             json_pack("{s:s, s:I, s:b}", "path", shown, "bytes", (json_int_t)req->body_len,
+                       "created", !exists));
 }
 
 static void route_files(server *srv, const api_request *req, episode *ep, const char *path,

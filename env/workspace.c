@@ -196,7 +196,7 @@ static int give_to_owner(int dirfd, const char *rel, const ws_owner *owner)
 int ws_create(const ws_template *tpl, const char *work_dir, const char *model_py, size_t model_len,
               const ws_owner *owner, char *err, size_t errcap)
 {
-    if (mkdir(work_dir, 0755) != 0) {
+    if (mkdir(work_dir, 0755) != 0 && errno != EEXIST) { /* EEXIST: the caller's fresh tmpfs */
         snprintf(err, errcap, "cannot create workspace %s: %s", work_dir, strerror(errno));
         return -1;
     }

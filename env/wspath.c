@@ -43,6 +43,8 @@ const char *ws_err_code(int err)
         return "NOT_A_DIRECTORY";
     case WS_E_READONLY:
         return "READ_ONLY_FILE";
+    case WS_E_NOSPACE:
+        return "DISK_QUOTA_EXCEEDED";
     default:
         return "IO_ERROR";
     }
@@ -156,6 +158,9 @@ static int errno_to_ws(int e)
         return WS_E_NOTDIR;
     case ENAMETOOLONG:
         return WS_E_INVALID;
+    case ENOSPC: /* a tmpfs workspace at its quota (blocks or inodes) */
+    case EDQUOT:
+        return WS_E_NOSPACE;
     default:
         return WS_E_IO;
     }

@@ -27,6 +27,7 @@ enum ws_err {
     WS_E_NOTDIR = -5,   /* "NOT_A_DIRECTORY" */
     WS_E_READONLY = -6, /* "READ_ONLY_FILE": one of the fixed files */
     WS_E_IO = -7,       /* "IO_ERROR": anything else (errno kept by the caller's message) */
+    WS_E_NOSPACE = -8,  /* "DISK_QUOTA_EXCEEDED": the workspace's filesystem is full */
 };
 
 /* The in-band error code string of a ws_err ("PATH_OUTSIDE_WORKSPACE", ...). */

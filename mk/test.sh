@@ -26,6 +26,7 @@ run_suite unit          mk/run-unit.sh $BUILD/tests/test_*
 run_suite unit-asan-ubsan mk/run-unit.sh $BUILD/san/tests/test_*
 run_suite api           "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/api
 run_suite tasks         "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/tasks
+run_suite sandbox       "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/sandbox
 
 echo
 echo "=== make test summary (times per suite)"

@@ -173,9 +173,12 @@ static void apply_mount(const launch_opts *o, const sbx_mount *m)
             die("symlink", dst);
         break;
     case SBX_MOUNT_PROC:
-        /* Our pid namespace's procfs: only the sandbox's processes are visible. */
+        /* Our pid namespace's procfs: only the sandbox's processes are visible, and of those
+         * only the command's own (hidepid): init's command line names host paths. */
         mkdir_p(dst, 0555);
-        if (mount("proc", dst, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
+        if (mount("proc", dst, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=invisible") !=
+                0 &&
+            mount("proc", dst, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2") != 0)
             die("mount proc", dst);
         break;
     }

@@ -8,6 +8,8 @@
 #include <pcre2.h>
 
 #include <errno.h>
+#include <linux/magic.h>
+#include <sys/statfs.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +60,17 @@ static void append_line(strbuf *sb, const char *line)
     sb_puts(sb, line);
 }
 
+/* A sandboxed workspace is a tmpfs of the quota's size: the kernel stopped the command's
+ * writes (ENOSPC) at the quota, so "full" is the quota reached, even with file sizes a little
+ * under it (the tmpfs counts pages and inodes). */
+static bool workspace_fs_full(const tool_env *env)
+{
+    struct statfs sf;
+    if (!env->root_path || statfs(env->root_path, &sf) != 0 || sf.f_type != TMPFS_MAGIC)
+        return false;
+    return (uint64_t)sf.f_bavail * (uint64_t)sf.f_bsize < 64 * 1024 || sf.f_ffree == 0;
+}
+
 /* Disk quota check after a command: over quota is an error (the output is still returned). */
 static void check_quota(const tool_env *env, tool_result *res)
 {
@@ -66,7 +79,8 @@ static void check_quota(const tool_env *env, tool_result *res)
     fs_usage_forget(env); /* the command may have written anything */
     if (env->root_fd < 0 || !lim->disk_quota_bytes)
         return;
-    if (fs_disk_usage(env, &used) != WS_OK || used <= lim->disk_quota_bytes)
+    if (fs_disk_usage(env, &used) != WS_OK ||
+        (used <= lim->disk_quota_bytes && !workspace_fs_full(env)))
         return;
     strbuf sb = STRBUF_INIT;
     sb_puts(&sb, res->content ? res->content : "");

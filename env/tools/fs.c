@@ -436,7 +436,7 @@ int fs_write_atomic(int root_fd, const char *target, const char *data, size_t le
         int e = errno;
         close(dir);
         errno = e;
-        return WS_E_IO;
+        return e == ENOSPC || e == EDQUOT ? WS_E_NOSPACE : WS_E_IO; /* no inode left */
     }
     /* fchmod, not the open mode: the process umask must not decide the file's permissions. */
     bool ok = write_all(fd, data, len) == 0 && fchmod(fd, mode & 07777) == 0 &&
@@ -448,7 +448,7 @@ int fs_write_atomic(int root_fd, const char *target, const char *data, size_t le
         unlinkat(dir, tmp, 0);
         close(dir);
         errno = e;
-        return e == EISDIR ? WS_E_ISDIR : WS_E_IO;
+        return e == EISDIR ? WS_E_ISDIR : e == ENOSPC || e == EDQUOT ? WS_E_NOSPACE : WS_E_IO;
     }
     close(dir);
     return WS_OK;

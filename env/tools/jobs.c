@@ -29,6 +29,7 @@ typedef struct job {
     char *log_path;
     uint64_t read_off; /* bytes of the log already returned by job_read_new */
     job_hook hook;
+    bool log_dropped; /* finished long ago: its log was emptied to bound the episode's disk */
 } job;
 
 struct job_table {
@@ -197,6 +198,22 @@ void job_table_free(job_table *t)
     free(t);
 }
 
+/* Logs live outside the workspace's quota, so only the newest finished jobs keep theirs (as
+ * many as may run at once): older ones are emptied. Lock held. */
+static void drop_old_logs_locked(job_table *t)
+{
+    size_t keep = t->max_jobs > 0 ? (size_t)t->max_jobs : 4, finished = 0;
+    for (size_t i = t->n; i-- > 0;) {
+        job *j = t->jobs[i];
+        if (j->info.status == JOB_RUNNING || j->log_dropped)
+            continue;
+        if (++finished > keep) {
+            if (truncate(j->log_path, 0) == 0)
+                j->log_dropped = true;
+        }
+    }
+}
+
 int job_start(job_table *t, const spawn_opts *opts, const job_hook *hook, job_info *info,
               const char **fail)
 {
@@ -208,6 +225,7 @@ int job_start(job_table *t, const spawn_opts *opts, const job_hook *hook, job_in
     }
     pthread_mutex_lock(&t->lock);
     reap_locked(t);
+    drop_old_logs_locked(t);
     int rc = JOB_OK;
     job *j = NULL;
     int log_fd = -1;

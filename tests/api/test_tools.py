@@ -318,12 +318,14 @@ def test_disk_quota(client, episode):
     obs = err(client.tool(episode, "Bash", command=f"for i in $(seq {n}); do "
                                                    f"head -c {per} /dev/zero > q$i.bin; done"),
               "DISK_QUOTA_EXCEEDED")
-    assert obs["data"]["disk_usage_bytes"] > quota
+    # The sandboxed workspace is a tmpfs of the quota's size: writes stop at the quota.
+    assert "No space left on device" in obs["content"]
+    assert quota - per < obs["data"]["disk_usage_bytes"] <= quota
     assert obs["data"]["disk_quota_bytes"] == quota
-    # Over quota, nothing more may be written through the tools or uploads.
-    err(client.tool(episode, "Write", file_path="more.txt", content="x" * 1000),
+    # At the quota, nothing more may be written through the tools or uploads.
+    err(client.tool(episode, "Write", file_path="more.txt", content="x" * per),
         "DISK_QUOTA_EXCEEDED")
-    r = client.put(f"/v1/episodes/{episode}/files/more.txt", b"x" * 1000)
+    r = client.put(f"/v1/episodes/{episode}/files/more.txt", b"x" * per)
     assert r.status == 413 and r.error()["code"] == "DISK_QUOTA_EXCEEDED"
     # Deleting files gets the workspace back under its quota.
     ok(client.tool(episode, "Bash", command="rm -f q*.bin"))
