@@ -15,4 +15,8 @@ mkdir -p "$(dirname "$out")"
 "$venv/bin/python" tests/gpu/time_tasks.py --tasks-dir dataset/tasks --json "$out" --strict
 rc=$?
 awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "=== suite gpu-task-timing: %.1fs\n", b - a }'
+echo "=== suite gpu-sandbox: CUDA inside the candidate sandbox, only the leased GPU visible"
+t0=$EPOCHREALTIME
+KGYM_GPU_PYTHON="$venv/bin/python" tests/gpu/sandbox_cuda.sh || rc=1
+awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "=== suite gpu-sandbox: %.1fs\n", b - a }'
 exit $rc
