@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # make test-gpu suite: real CUDA inside kgym-sandbox's candidate profile, with only the leased
 # GPU's device nodes, and the control: the bash profile (no GPU nodes) sees no GPU at all.
-# Needs root and an NVIDIA GPU. KGYM_SANDBOX: the launcher (default build/kgym-sandbox).
+# Needs root and an NVIDIA GPU. KGYM_LAUNCHER: the launcher (default build/kgym-sandbox; a make variable of the same name
+# as KGYM_SANDBOX would override it).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-launcher=${KGYM_SANDBOX:-${BUILD:-build}/kgym-sandbox}
+launcher=${KGYM_LAUNCHER:-${BUILD:-build}/kgym-sandbox}
 py=${KGYM_GPU_PYTHON:-python3}
 fail() { echo "sandbox_cuda: FAIL: $*" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || fail "needs root"
-[ -x "$launcher" ] || fail "no launcher at $launcher (make, or set KGYM_SANDBOX)"
+[ -x "$launcher" ] || fail "no launcher at $launcher (make, or set KGYM_LAUNCHER)"
 read -r prefix base < <("$py" -c 'import sys; print(sys.prefix, sys.base_prefix)')
 pybin=$("$py" -c 'import sys; print(sys.executable)')
 ws=$(mktemp -d /tmp/kgym-gpu-ws.XXXXXX)

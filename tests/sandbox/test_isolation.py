@@ -80,7 +80,7 @@ def test_host_secrets_repo_and_state_are_absent(srv, new_episode):
     # control: every one of them is there on the host
     present = [p for p in secrets if os.path.lexists(p)]
     assert "/etc/shadow" in present and "/root" in present and str(REPO / "env") in present
-    assert str(srv.state_dir) in present and str(REPO / "env" / "harness") in present
+    assert str(srv.state_dir) in present  # (env/harness joins the list once it exists)
 
     ep = new_episode()
     script = "; ".join(f"if [ -e {p} ] || [ -L {p} ]; then echo PRESENT {p}; else echo ABSENT {p}; fi"
