@@ -84,8 +84,8 @@ unit-san: $(UNIT_SAN_BINS)
 
 run: deps
 	@$(MAKE) --no-print-directory all
-	@mk/venv.sh >/dev/null
-	$(KGYM_ENV) serve --host $(HOST) --port $(PORT) --state-dir $(STATE) --config configs/server.json $(SERVE_ARGS)
+	$(KGYM_ENV) serve --host $(HOST) --port $(PORT) --state-dir $(STATE) --config configs/server.json \
+	    --sandbox-python "$$(mk/venv.sh)/bin/python" $(SERVE_ARGS)
 
 test: deps
 	@$(MAKE) --no-print-directory all $(UNIT_BINS) $(UNIT_SAN_BINS)

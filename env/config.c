@@ -102,6 +102,8 @@ static const config_key KEYS[] = {
     {"allow_weak_sandbox", K_BOOL, OFF(allow_weak_sandbox), 0, 0, 0, false},
     {"sandbox_uid_base", K_INT, OFF(sandbox_uid_base), 1000, 2000000000, 0, false},
     {"workspace_tmpfs", K_BOOL, OFF(workspace_tmpfs), 0, 0, 0, false},
+    {"sandbox_python", K_STR, OFF(sandbox_python), 0, 0,
+     sizeof(((server_config *)0)->sandbox_python), false},
     {"workspace_max_inodes", K_INT, OFF(workspace_max_inodes), 64, 100000000, 0, false},
     {"disk_quota_bytes", K_U64, LIM(disk_quota_bytes), 4096, 1e15, 0, false},
     {"max_file_bytes", K_U64, LIM(max_file_bytes), 1024, 1e12, 0, false},

@@ -29,6 +29,8 @@ static void usage(FILE *out)
           "  --idle-timeout S     reap episodes idle this many seconds (0 = never)\n"
           "  --durability MODE    fsync (default: every step durable before the reply) | none\n"
           "  --sandbox-profiles DIR  sandbox profiles (default sandbox_profiles)\n"
+          "  --sandbox-python PATH a Python (e.g. the project venv's, with torch) that sandboxed\n"
+          "                       commands get as python3 (bound read-only, first on PATH)\n"
           "  --allow-weak-sandbox run tools unsandboxed when the host lacks a protection the\n"
           "                       sandbox needs (not running as root, no cgroups, ...); every\n"
           "                       health call and episode says so. Never for untrusted agents.\n"
@@ -39,7 +41,15 @@ static void usage(FILE *out)
           out);
 }
 
-enum { OPT_CONFIG = 1000, OPT_TEMPLATE, OPT_IDLE, OPT_DURABILITY, OPT_PROFILES, OPT_WEAK };
+enum {
+    OPT_CONFIG = 1000,
+    OPT_TEMPLATE,
+    OPT_IDLE,
+    OPT_DURABILITY,
+    OPT_PROFILES,
+    OPT_WEAK,
+    OPT_PYTHON
+};
 
 static int parse_number(const char *flag, const char *s, double lo, double hi, double *out)
 {
@@ -78,14 +88,20 @@ static int apply_option(server_config *cfg, int opt, const char *arg, bool *sour
     double v;
     char err[256];
     switch (opt) {
-    case 'H': snprintf(cfg->host, sizeof cfg->host, "%s", arg); return 0;
+    case 'H':
+        snprintf(cfg->host, sizeof cfg->host, "%s", arg);
+        return 0;
     case 'p':
         if (parse_number("--port", arg, 0, 65535, &v))
             return -1;
         cfg->port = (int)v;
         return 0;
-    case 's': snprintf(cfg->state_dir, sizeof cfg->state_dir, "%s", arg); return 0;
-    case OPT_TEMPLATE: snprintf(cfg->template_dir, sizeof cfg->template_dir, "%s", arg); return 0;
+    case 's':
+        snprintf(cfg->state_dir, sizeof cfg->state_dir, "%s", arg);
+        return 0;
+    case OPT_TEMPLATE:
+        snprintf(cfg->template_dir, sizeof cfg->template_dir, "%s", arg);
+        return 0;
     case 'm':
         if (parse_number("--max-episodes", arg, 1, 1e6, &v))
             return -1;
@@ -103,11 +119,18 @@ static int apply_option(server_config *cfg, int opt, const char *arg, bool *sour
         }
         cfg->durability = strcmp(arg, "fsync") == 0 ? DURABILITY_FSYNC : DURABILITY_NONE;
         return 0;
-    case 'q': cfg->log_requests = false; return 0;
+    case 'q':
+        cfg->log_requests = false;
+        return 0;
     case OPT_PROFILES:
         snprintf(cfg->sandbox_profiles, sizeof cfg->sandbox_profiles, "%s", arg);
         return 0;
-    case OPT_WEAK: cfg->allow_weak_sandbox = true; return 0;
+    case OPT_WEAK:
+        cfg->allow_weak_sandbox = true;
+        return 0;
+    case OPT_PYTHON:
+        snprintf(cfg->sandbox_python, sizeof cfg->sandbox_python, "%s", arg);
+        return 0;
     case 't':
     case 'k':
         if (!*sources_replaced) {
@@ -119,7 +142,8 @@ static int apply_option(server_config *cfg, int opt, const char *arg, bool *sour
             return -1;
         }
         return 0;
-    default: return 0;
+    default:
+        return 0;
     }
 }
 
@@ -150,6 +174,7 @@ static int cmd_serve(int argc, char **argv)
         {"quiet", no_argument, NULL, 'q'},
         {"sandbox-profiles", required_argument, NULL, OPT_PROFILES},
         {"allow-weak-sandbox", no_argument, NULL, OPT_WEAK},
+        {"sandbox-python", required_argument, NULL, OPT_PYTHON},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };

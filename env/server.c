@@ -155,8 +155,8 @@ static struct MHD_Response *build_response(const api_response *resp, const char 
     return r;
 }
 
-static void log_request(server *srv, const char *method, const char *path,
-                        const api_response *resp, const char *request_id, double ms)
+static void log_request(server *srv, const char *method, const char *path, const api_response *resp,
+                        const char *request_id, double ms)
 {
     if (!srv->cfg.log_requests)
         return;
@@ -169,8 +169,8 @@ static void log_request(server *srv, const char *method, const char *path,
     if (resp->tool[0])
         json_object_set_new(f, "tool", json_string(resp->tool));
     if (resp->status >= 400 && resp->json) {
-        const char *code = json_string_value(
-            json_object_get(json_object_get(resp->json, "error"), "code"));
+        const char *code =
+            json_string_value(json_object_get(json_object_get(resp->json, "error"), "code"));
         if (code)
             json_object_set_new(f, "error", json_string(code));
     }
@@ -178,7 +178,7 @@ static void log_request(server *srv, const char *method, const char *path,
 }
 
 static enum MHD_Result handle(server *srv, struct MHD_Connection *conn, const char *url,
-                             const char *method, request_ctx *ctx)
+                              const char *method, request_ctx *ctx)
 {
     char request_id[32];
     snprintf(request_id, sizeof request_id, "req_%lx",
@@ -219,9 +219,8 @@ static enum MHD_Result handle(server *srv, struct MHD_Connection *conn, const ch
 
 /* libmicrohttpd calls this first with the headers, then with body chunks, then with none. */
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **con_cls)
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
 {
     (void)version;
     server *srv = cls;
@@ -319,6 +318,9 @@ static int init_sandbox(server *srv, char *err, size_t errcap)
     if (sandbox_init(&srv->sandbox, launcher, srv->cfg.sandbox_profiles,
                      srv->cfg.allow_weak_sandbox, err, errcap) != 0)
         return -1;
+    if (srv->cfg.sandbox_python[0] &&
+        sandbox_set_python(&srv->sandbox, srv->cfg.sandbox_python, err, errcap) != 0)
+        return -1;
     json_t *status = sandbox_status_json(&srv->sandbox);
     server_log(srv->sandbox.active ? "info" : "warn", "sandbox", status);
     ep_table_set_sandbox(srv->episodes, &srv->sandbox);
@@ -376,8 +378,8 @@ static int start_daemon(server *srv, char *err, size_t errcap)
         (uint16_t)srv->cfg.port, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, &addr,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_CONNECTION_LIMIT,
         (unsigned)srv->cfg.connection_limit, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)900,
-        MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_UNESCAPE_CALLBACK,
-        unescape_url, NULL, MHD_OPTION_END);
+        MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_UNESCAPE_CALLBACK, unescape_url,
+        NULL, MHD_OPTION_END);
     if (!srv->daemon) {
         snprintf(err, errcap, "cannot listen on %s:%d (in use, or not permitted)", srv->cfg.host,
                  srv->cfg.port);
@@ -425,7 +427,8 @@ int server_run(server *srv, char *err, size_t errcap)
         int sig = sigtimedwait(&set, NULL, &ts);
         if (sig == SIGTERM || sig == SIGINT) {
             atomic_store(&srv->draining, true);
-            server_log("info", "signal", json_pack("{s:s}", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"));
+            server_log("info", "signal",
+                       json_pack("{s:s}", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"));
             break;
         }
         int reaped = ep_reap_idle(srv->episodes, ep_now());

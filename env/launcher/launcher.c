@@ -352,6 +352,23 @@ static void close_inherited_fds(const launch_opts *o)
     }
 }
 
+/* The profile's environment, with the server's --env entries replacing same-named ones. */
+static int build_env(const launch_opts *o, const sbx_profile *p, char **envp)
+{
+    int n = 0;
+    for (int i = 0; i < p->n_env; i++) {
+        size_t name = strcspn(p->env[i], "=");
+        bool replaced = false;
+        for (int k = 0; k < o->n_env && !replaced; k++)
+            replaced = strncmp(o->env[k], p->env[i], name + 1) == 0;
+        if (!replaced)
+            envp[n++] = (char *)p->env[i];
+    }
+    for (int k = 0; k < o->n_env; k++)
+        envp[n++] = (char *)o->env[k];
+    return n;
+}
+
 static void run_command(const launch_opts *o, const sbx_profile *p)
 {
     if (setsid() < 0)
@@ -361,10 +378,9 @@ static void run_command(const launch_opts *o, const sbx_profile *p)
         die("chdir", o->cwd ? o->cwd : "/workspace");
     drop_privileges(o);
     close_inherited_fds(o);
-    char *envp[SBX_MAX_ENV + 1];
-    for (int i = 0; i < p->n_env; i++)
-        envp[i] = (char *)p->env[i];
-    envp[p->n_env] = NULL;
+    char *envp[SBX_MAX_ENV + LAUNCH_MAX_VARS + 1];
+    int n = build_env(o, p, envp);
+    envp[n] = NULL;
     char err[512];
     if (sbx_seccomp_install(p, err, sizeof err) != 0) {
         fprintf(stderr, "kgym-sandbox: seccomp: %s\n", err);

@@ -40,7 +40,9 @@ typedef struct launch_opts {
     int n_keep_fds;
     const char *vars[LAUNCH_MAX_VARS]; /* NAME=VALUE substituted in the profile's mounts */
     int n_vars;
-    const char *gpu_devices[4]; /* host device nodes of the leased GPU (candidate profile) */
+    const char *gpu_devices[4];       /* host device nodes of the leased GPU (candidate profile) */
+    const char *env[LAUNCH_MAX_VARS]; /* NAME=VALUE replacing or adding to the profile's env */
+    int n_env;
     int n_gpu_devices;
     uint64_t fsize;    /* lowers the profile's RLIMIT_FSIZE; 0 = the profile's */
     char *const *argv; /* the command; argv[0] an absolute path inside the sandbox */

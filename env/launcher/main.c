@@ -28,6 +28,7 @@ static void usage(FILE *out)
           "  --cgroup-procs FILE   a cgroup.procs file to join first (repeatable)\n"
           "  --keep-fd N           an fd the command keeps (repeatable)\n"
           "  --var NAME=VALUE      a ${NAME} used by the profile's mounts (repeatable)\n"
+          "  --env NAME=VALUE      set a variable of the command's environment (repeatable)\n"
           "  --gpu-device PATH     a GPU device node for profiles with [dev] gpu (repeatable)\n"
           "  --fsize BYTES         lower the profile's file-size limit\n"
           "  --check               parse the profile, print nothing, exit 0 if it is valid\n",
@@ -58,7 +59,8 @@ enum {
     O_VAR,
     O_GPU,
     O_CHECK,
-    O_FSIZE
+    O_FSIZE,
+    O_ENV
 };
 
 static int add(const char **list, int *n, int max, const char *flag, const char *value)
@@ -100,6 +102,12 @@ static int parse_option(launch_opts *o, int opt, const char *arg, bool *check)
                    arg);
     case O_VAR:
         return add(o->vars, &o->n_vars, LAUNCH_MAX_VARS, "--var", arg);
+    case O_ENV:
+        if (!strchr(arg, '=') || arg[0] == '=') {
+            fprintf(stderr, "kgym-sandbox: --env needs NAME=VALUE\n");
+            return -1;
+        }
+        return add(o->env, &o->n_env, LAUNCH_MAX_VARS, "--env", arg);
     case O_GPU:
         return add(o->gpu_devices, &o->n_gpu_devices, 4, "--gpu-device", arg);
     case O_KEEP:
@@ -141,6 +149,7 @@ int main(int argc, char **argv)
         {"gpu-device", required_argument, NULL, O_GPU},
         {"check", no_argument, NULL, O_CHECK},
         {"fsize", required_argument, NULL, O_FSIZE},
+        {"env", required_argument, NULL, O_ENV},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };

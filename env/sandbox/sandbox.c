@@ -110,6 +110,30 @@ int sandbox_init(sandbox *s, const char *launcher, const char *profiles_dir, boo
     return 0;
 }
 
+int sandbox_set_python(sandbox *s, const char *python, char *err, size_t errcap)
+{
+    const char *argv[] = {python, "-I", "-c",
+                          "import sys; print(sys.prefix); print(sys.base_prefix)", NULL};
+    static const char *const ENV[] = {"PATH=/usr/bin:/bin", NULL};
+    spawn_opts o = SPAWN_OPTS_INIT;
+    o.argv = argv;
+    o.envp = ENV;
+    o.timeout_ms = 30000;
+    spawn_result r;
+    int rc = spawn_run(&o, &r);
+    char a[SBX_PATH_MAX] = "", b[SBX_PATH_MAX] = "";
+    bool ok = rc == 0 && r.exit_code == 0 && r.out.data &&
+              sscanf(r.out.data, "%511s %511s", a, b) == 2 && a[0] == '/' && b[0] == '/';
+    spawn_result_deinit(&r);
+    if (!ok) {
+        snprintf(err, errcap, "cannot ask %s for its prefix (is it a Python interpreter?)", python);
+        return -1;
+    }
+    snprintf(s->python_prefix, sizeof s->python_prefix, "%s", a);
+    snprintf(s->python_base_prefix, sizeof s->python_base_prefix, "%s", b);
+    return 0;
+}
+
 void sandbox_deinit(sandbox *s)
 {
     if (s->report.cg_ok)
@@ -157,6 +181,17 @@ int sandbox_build_argv(const sandbox *s, const sandbox_cmd *cmd, const sbx_cgrou
         snprintf(out->vars[0], sizeof out->vars[0], "CUDA_HOME=%s", s->cuda_home);
         out->argv[n++] = "--var";
         out->argv[n++] = out->vars[0];
+    }
+    if (s->python_prefix[0]) {
+        snprintf(out->vars[1], sizeof out->vars[1], "PYTHON_PREFIX=%s", s->python_prefix);
+        snprintf(out->vars[2], sizeof out->vars[2], "PYTHON_BASE_PREFIX=%s", s->python_base_prefix);
+        snprintf(out->path_env, sizeof out->path_env,
+                 "PATH=%s/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                 s->python_prefix);
+        const char *extra[] = {"--var",      out->vars[1], "--var",
+                               out->vars[2], "--env",      out->path_env};
+        for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++)
+            out->argv[n++] = extra[i];
     }
     out->argv[n++] = "--";
     for (int i = 0; cmd->argv[i]; i++) {

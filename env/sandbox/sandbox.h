@@ -28,15 +28,20 @@ typedef struct sandbox {
     sbx_profile bash; /* parsed at start: a broken profile stops the server */
     sbx_cg_host cg;
     sbx_host_report report;
-    atomic_ulong seq;             /* names command cgroups */
-    char weak_reason[512];        /* why the sandbox is off, in weak mode */
-    char cuda_home[SBX_PATH_MAX]; /* ${CUDA_HOME} of the profiles, "" when absent */
+    atomic_ulong seq;                      /* names command cgroups */
+    char weak_reason[512];                 /* why the sandbox is off, in weak mode */
+    char cuda_home[SBX_PATH_MAX];          /* ${CUDA_HOME} of the profiles, "" when absent */
+    char python_prefix[SBX_PATH_MAX];      /* the Python environment shown to commands, or "" */
+    char python_base_prefix[SBX_PATH_MAX]; /* its interpreter's installation */
 } sandbox;
 
 /* Probes the host, parses the profiles. allow_weak: run unsandboxed (and say so) instead of
  * failing when a required protection is missing. Returns 0 or -1 with err filled. */
 int sandbox_init(sandbox *s, const char *launcher, const char *profiles_dir, bool allow_weak,
                  char *err, size_t errcap);
+/* Shows a Python environment (e.g. the project's venv, with torch) to sandboxed commands: its
+ * prefix and its interpreter's are bound read-only and its bin/ leads PATH. Returns 0 or -1. */
+int sandbox_set_python(sandbox *s, const char *python, char *err, size_t errcap);
 void sandbox_deinit(sandbox *s);
 /* {"active", "weak_reason"?, "protections": [...], "all_required_ok"} for /v1/health. */
 json_t *sandbox_status_json(const sandbox *s);
@@ -75,6 +80,7 @@ typedef struct sandbox_argv {
     char ids[2][16];
     char procs[4][SBX_CG_PATH_MAX + 32];
     char vars[4][SBX_PATH_MAX + 32];
+    char path_env[SBX_PATH_MAX + 128];
     char fsize[24];
 } sandbox_argv;
 int sandbox_build_argv(const sandbox *s, const sandbox_cmd *cmd, const sbx_cgroup *cg,

@@ -123,7 +123,7 @@ class ServerProc:
         cfg.write_text(json.dumps(self.config))
         cmd = [str(BINARY), "serve", "--port", str(self.want_port), "--state-dir",
                str(self.state_dir), "--template", str(TEMPLATE), "--sandbox-profiles",
-               str(PROFILES), "--config", str(cfg)]
+               str(PROFILES), "--sandbox-python", sys.executable, "--config", str(cfg)]
         for d in self.task_dirs:
             cmd += ["--tasks", str(d)]
         cmd += self.args
