@@ -1,6 +1,7 @@
 """Isolation: another episode's workspace and processes, the host's secrets, the repository
 (where the harness will live) and the server process itself are out of a command's reach."""
 import os
+import sys
 import re
 import uuid
 
@@ -83,10 +84,21 @@ def test_host_secrets_repo_and_state_are_absent(srv, new_episode):
     assert str(srv.state_dir) in present  # (env/harness joins the list once it exists)
 
     ep = new_episode()
+    # The project's Python environment is bound read-only at its own path (--sandbox-python);
+    # where it lives under /root (pyenv, ~/.cache), /root exists inside as the bare path to it.
+    python_paths = [sys.prefix, sys.base_prefix]
+    via_python = [p for p in present if any(q == p or q.startswith(p.rstrip("/") + "/")
+                                              for q in python_paths)]
     script = "; ".join(f"if [ -e {p} ] || [ -L {p} ]; then echo PRESENT {p}; else echo ABSENT {p}; fi"
-                       for p in present)
+                       for p in present if p not in via_python)
     out = ep.sh(script)
-    assert out.split("\n")[:-1] == [f"ABSENT {p}" for p in present], out
+    assert out.split("\n")[:-1] == [f"ABSENT {p}" for p in present if p not in via_python], out
+    for p in via_python:
+        # nothing of it but the directories leading to the Python environment
+        listing = ep.sh(f"find {p} -maxdepth 3 -mindepth 1 2>/dev/null | sort").split()
+        for entry in listing:
+            assert any(q.startswith(entry.rstrip("/") + "/") or entry.startswith(q)
+                       for q in python_paths), (p, entry)
     obs = ep.bash("cat /etc/shadow")
     assert obs["data"]["exit_code"] == 1
     assert "/etc/shadow: No such file or directory" in obs["data"]["stderr"]
