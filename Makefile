@@ -33,7 +33,8 @@ UNIT_SAN_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/san/tests/%)
 
 KGYM_ENV := $(BUILD)/kgym-env
 # The sandbox launcher: its own small program (env/launcher/), sharing the profile code.
-LAUNCHER_SRCS := $(wildcard env/launcher/*.c) env/sandbox/profile.c env/sandbox/seccomp.c env/util/strbuf.c
+LAUNCHER_SRCS := $(wildcard env/launcher/*.c) env/sandbox/profile.c env/sandbox/seccomp.c \
+                 env/util/strbuf.c env/util/fileio.c
 KGYM_SANDBOX := $(BUILD)/kgym-sandbox
 
 .PHONY: all run test test-gpu bench clean deps venv unit unit-san format help

@@ -12,6 +12,7 @@
 #include "routes.h"
 #include "step.h"
 #include "tools/fs.h"
+#include "util/fileio.h"
 #include "util/text.h"
 #include "wspath.h"
 
@@ -159,38 +160,12 @@ static void route_step(server *srv, const api_request *req, episode *ep, const c
     json_decref(body);
 }
 
-static int read_file_bytes(const char *path, char **out, size_t *len)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        close(fd);
-        return -errno;
-    }
-    char *buf = malloc((size_t)st.st_size + 1);
-    size_t got = 0;
-    while (buf && got < (size_t)st.st_size) {
-        ssize_t r = read(fd, buf + got, (size_t)st.st_size - got);
-        if (r <= 0)
-            break;
-        got += (size_t)r;
-    }
-    close(fd);
-    if (!buf)
-        return -ENOMEM;
-    *out = buf;
-    *len = got;
-    return 0;
-}
-
 static void route_trajectory(server *srv, episode *ep, api_response *resp)
 {
     (void)srv;
     char path[700];
     ep_trajectory_path(ep, path, sizeof path);
-    int rc = read_file_bytes(path, &resp->raw, &resp->raw_len);
+    int rc = file_read_all(path, (size_t)1 << 34, &resp->raw, &resp->raw_len);
     if (rc != 0) {
         api_fail(resp, rc == -ENOENT ? 404 : 500, rc == -ENOENT ? "NOT_FOUND" : "INTERNAL", false,
                  NULL, "cannot read the trajectory: %s", strerror(-rc));

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "util/fileio.h"
 #include "util/strbuf.h"
 #include "wspath.h"
 
@@ -29,32 +30,6 @@ struct ws_template {
     size_t total;
 };
 
-static int read_whole(const char *path, char **out, size_t *len, size_t cap)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0)
-        return -errno;
-    strbuf sb = STRBUF_INIT;
-    char buf[16384];
-    ssize_t r;
-    while ((r = read(fd, buf, sizeof buf)) > 0) {
-        if (sb.len + (size_t)r > cap || sb_append(&sb, buf, (size_t)r) != 0) {
-            close(fd);
-            sb_free(&sb);
-            return -EFBIG;
-        }
-    }
-    int rc = r < 0 ? -errno : 0;
-    close(fd);
-    if (rc) {
-        sb_free(&sb);
-        return rc;
-    }
-    *len = sb.len;
-    *out = sb_steal(&sb);
-    return 0;
-}
-
 static int tpl_add(ws_template *tpl, const char *rel, bool is_dir, const char *host_path,
                    char *err, size_t errcap)
 {
@@ -66,7 +41,7 @@ static int tpl_add(ws_template *tpl, const char *rel, bool is_dir, const char *h
     memset(f, 0, sizeof *f);
     f->is_dir = is_dir;
     if (!is_dir) {
-        int rc = read_whole(host_path, &f->bytes, &f->len, TEMPLATE_MAX_BYTES - tpl->total);
+        int rc = file_read_all(host_path, TEMPLATE_MAX_BYTES - tpl->total, &f->bytes, &f->len);
         if (rc) {
             snprintf(err, errcap, "template file %s: %s", host_path, strerror(-rc));
             return -1;

@@ -7,6 +7,7 @@
  * error naming file and line: the point of the format is that a typo can never silently weaken
  * the sandbox. */
 #include "sandbox/profile.h"
+#include "util/fileio.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -1227,30 +1228,15 @@ static int parse_text(parser *ps, file_ctx *f, const char *text, size_t size)
 
 static int read_whole(parser *ps, const file_ctx *f, const char *path, char **text, size_t *size)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0)
-        return fail(ps, f, "cannot open %s: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > FILE_MAX_BYTES) {
-        close(fd);
+    int rc = file_read_all(path, FILE_MAX_BYTES, text, size);
+    if (rc == -EFBIG || rc == -EINVAL)
         return fail(ps, f, "%s: not a regular file of at most %d bytes", path, FILE_MAX_BYTES);
-    }
-    char *buf = malloc((size_t)st.st_size + 1);
-    size_t got = 0;
-    while (buf && got < (size_t)st.st_size) {
-        ssize_t r = read(fd, buf + got, (size_t)st.st_size - got);
-        if (r <= 0)
-            break;
-        got += (size_t)r;
-    }
-    close(fd);
-    if (!buf || memchr(buf, '\0', got)) {
-        free(buf);
+    if (rc != 0)
+        return fail(ps, f, "cannot open %s: %s", path, strerror(-rc));
+    if (memchr(*text, '\0', *size)) {
+        free(*text);
         return fail(ps, f, "%s: cannot read it as text", path);
     }
-    buf[got] = '\0';
-    *text = buf;
-    *size = got;
     return 0;
 }
 

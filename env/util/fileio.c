@@ -1,0 +1,43 @@
+#include "util/fileio.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util/strbuf.h"
+
+int file_read_all(const char *path, size_t max, char **out, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    int bad = fstat(fd, &st) != 0 ? -errno : !S_ISREG(st.st_mode) ? -EINVAL : 0;
+    if (bad) {
+        close(fd);
+        return bad; /* a FIFO or device is never read (O_NONBLOCK: never waited on either) */
+    }
+    strbuf sb = STRBUF_INIT;
+    char buf[16384];
+    ssize_t r;
+    int rc = 0;
+    /* Read to the end rather than trusting st_size: a file may grow while we read it. */
+    while (rc == 0 && (r = read(fd, buf, sizeof buf)) != 0) {
+        if (r < 0)
+            rc = errno == EINTR ? 0 : -errno;
+        else if (sb.len + (size_t)r > max)
+            rc = -EFBIG;
+        else if (sb_append(&sb, buf, (size_t)r) != 0)
+            rc = -ENOMEM;
+    }
+    close(fd);
+    if (rc) {
+        sb_free(&sb);
+        return rc;
+    }
+    *len = sb.len;
+    *out = sb_steal(&sb);
+    return 0;
+}

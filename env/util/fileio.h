@@ -1,0 +1,13 @@
+/* fileio: reading a whole (trusted-location) file into memory, the one way the server and the
+ * launcher do it. Workspace files are read through tools/fs.h instead (confined, capped). */
+#ifndef KGYM_FILEIO_H
+#define KGYM_FILEIO_H
+
+#include <stddef.h>
+
+/* Reads the regular file at path (symlinks at the last component refused) into a new
+ * NUL-terminated buffer. Returns 0, -EFBIG when it holds more than max bytes, -EINVAL when it
+ * is not a regular file, or another -errno. */
+int file_read_all(const char *path, size_t max, char **out, size_t *len);
+
+#endif
