@@ -228,7 +228,16 @@ static void build_dev(const launch_opts *o, const sbx_profile *p)
         snprintf(dst, sizeof dst, "%s%s", NEW_ROOT, o->gpu_devices[i]);
         bind(o->gpu_devices[i], dst, MS_NOSUID);
     }
-    static const char *const LINKS[][2] = {{"/proc/self/fd", "fd"},
+    /* A devpts of the sandbox's own (newinstance): ptys for tools that want one (script, expect,
+     * python's pty), sharing nothing with the host's terminals. TIOCSTI stays refused by the
+     * seccomp guard. */
+    snprintf(dst, sizeof dst, "%s/dev/pts", NEW_ROOT);
+    mkdir_p(dst, 0755);
+    if (mount("devpts", dst, "devpts", MS_NOSUID | MS_NOEXEC,
+              "newinstance,ptmxmode=0666,mode=0620") != 0)
+        die("mount devpts", dst);
+    static const char *const LINKS[][2] = {{"pts/ptmx", "ptmx"},
+                                           {"/proc/self/fd", "fd"},
                                            {"/proc/self/fd/0", "stdin"},
                                            {"/proc/self/fd/1", "stdout"},
                                            {"/proc/self/fd/2", "stderr"}};

@@ -32,7 +32,8 @@ echo "bash (control): $control"
 "$py" - "$inside" "$control" <<'PY'
 import json, sys
 inside, control = (json.loads(a) for a in sys.argv[1:3])
-standard = {"fd", "full", "null", "random", "shm", "stderr", "stdin", "stdout", "urandom", "zero"}
+standard = {"fd", "full", "null", "ptmx", "pts", "random", "shm", "stderr", "stdin", "stdout",
+            "urandom", "zero"}
 checks = {
     "CUDA works in the candidate sandbox": inside.get("cuda") is True,
     "exactly one GPU visible": inside.get("device_count") == 1,

@@ -182,5 +182,5 @@ def test_system_is_read_only_and_masked(new_episode, tmp_path):
                 "wc -c < /proc/keys; wc -c < /proc/timer_list")
     assert out.split() == ["0", "0", "0", "0"], out
     devs = ep.sh("ls -A /dev").split()
-    assert sorted(devs) == ["fd", "full", "null", "random", "shm", "stderr", "stdin", "stdout",
+    assert sorted(devs) == ["fd", "full", "null", "ptmx", "pts", "random", "shm", "stderr", "stdin", "stdout",
                             "urandom", "zero"], devs
