@@ -18,9 +18,29 @@ const char *sbx_end_name(sbx_end e)
     return names[e];
 }
 
-/* rmdir of a cgroup tree, children first (an empty cgroup's files go with its directory). */
+/* SIGKILLs every process listed in a cgroup's cgroup.procs; returns how many were listed. */
+static int kill_listed(const char *dir)
+{
+    char path[SBX_CG_PATH_MAX + 300];
+    snprintf(path, sizeof path, "%s/cgroup.procs", dir);
+    FILE *f = fopen(path, "re");
+    int n = 0, pid;
+    while (f && fscanf(f, "%d", &pid) == 1) {
+        kill((pid_t)pid, SIGKILL);
+        n++;
+    }
+    if (f)
+        fclose(f);
+    return n;
+}
+
+/* rmdir of a cgroup tree, children first (an empty cgroup's files go with its directory). What
+ * still runs in it belonged to a server that is gone (background jobs outlive a SIGKILLed
+ * server): it is killed first. */
 static void remove_cgroup_tree(const char *dir)
 {
+    for (int round = 0; round < 50 && kill_listed(dir) > 0; round++)
+        usleep(10000);
     DIR *d = opendir(dir);
     struct dirent *e;
     while (d && (e = readdir(d))) {

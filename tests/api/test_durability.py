@@ -1,6 +1,7 @@
 """Trajectories survive crashes and restarts; SIGTERM drains (DESIGN.md §3.1)."""
 import json
 import signal
+import subprocess
 import threading
 import time
 
@@ -162,3 +163,32 @@ def test_sigterm_when_idle_exits_zero(launch):
     s.signal(signal.SIGTERM)
     assert s.wait(10) == 0
     assert time.monotonic() - t0 < 3
+
+
+def test_background_jobs_do_not_outlive_a_killed_server(launch):
+    """A SIGKILLed server cannot stop its episodes' background jobs; the next server on the same
+    host does, before it serves: their cgroups are killed and removed."""
+    s = launch(name="orphans")
+    c = s.client()
+    ep = c.create("fixture/alpha")["episode_id"]
+    obs = c.tool(ep, "Bash", command="sleep 1000", run_in_background=True)
+    assert not obs["is_error"], obs
+    uid = int(c.tool(ep, "Bash", command="id -u")["data"]["stdout"])
+    c.close()
+
+    def procs_of(u):
+        out = subprocess.run(["ps", "-o", "pid=", "-u", str(u)], capture_output=True, text=True)
+        return out.stdout.split()
+
+    deadline = time.monotonic() + 5
+    while not procs_of(uid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert procs_of(uid), "control: the job runs while the server is alive"
+    s.kill9()
+    time.sleep(0.3)
+    assert procs_of(uid), "control: a SIGKILLed server leaves the job running"
+    s.restart()
+    deadline = time.monotonic() + 5
+    while procs_of(uid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert procs_of(uid) == []
