@@ -48,37 +48,11 @@ if [ -z "$MODEL" ]; then
 fi
 [ -f "$MODEL" ] || die "no model.py ($MODEL): set KGYM_PEER_MODEL_FILE"
 
-fstype() { stat -f -c %T "$1" 2>/dev/null; }
-is_memory_fs() { case "$1" in tmpfs|ramfs) return 0;; *) return 1;; esac; }
+NAME=bench-peer
+# shellcheck source=mk/bench-lib.sh
+. mk/bench-lib.sh
 mkdir -p "$BUILD/bench" || die "cannot create $BUILD/bench"
-parent=${TMPDIR:-/tmp}
-if ! [ -d "$parent" ] || is_memory_fs "$(fstype "$parent")"; then
-    parent=$PWD/$BUILD/bench-state
-    mkdir -p "$parent" || die "cannot create $parent"
-fi
-STATE=$(mktemp -d "$parent/kgym-peer-openenv.XXXXXX") || die "cannot create a state dir under $parent"
-
-server_pid=
-# shellcheck disable=SC2317  # called by the EXIT trap
-cleanup() {
-    if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
-        kill -TERM "$server_pid" 2>/dev/null
-        for _ in $(seq 1 100); do
-            kill -0 "$server_pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        if kill -0 "$server_pid" 2>/dev/null; then
-            echo "kgym bench-peer: the server did not stop within 10 s of SIGTERM; killing it" >&2
-            kill -KILL "$server_pid" 2>/dev/null
-        fi
-        wait "$server_pid" 2>/dev/null
-    fi
-    rm -rf "$STATE"
-    rmdir "$PWD/$BUILD/bench-state" 2>/dev/null
-    return 0
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+STATE=$(make_state_dir kgym-peer-openenv) || exit 2
 
 # ---- the server: OpenEnv's app under uvicorn, as OpenEnv's Dockerfile runs it, 1 worker --------
 # --no-access-log: kgym-env runs with --quiet in `make bench`; an access log line per request

@@ -25,37 +25,11 @@ $CC -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -pthread \
     $(pkg-config --cflags jansson) tests/bench/bench_env.c -o "$BENCH" \
     $(pkg-config --libs jansson) -lm || die "cannot build $BENCH"
 
-# The state dir must be on a real disk: fsync on tmpfs costs nothing and flatters every figure.
-fstype() { stat -f -c %T "$1" 2>/dev/null; }
-is_memory_fs() { case "$1" in tmpfs|ramfs) return 0;; *) return 1;; esac; }
-parent=${TMPDIR:-/tmp}
-if ! [ -d "$parent" ] || is_memory_fs "$(fstype "$parent")"; then
-    parent=$PWD/$BUILD/bench-state
-    mkdir -p "$parent" || die "cannot create $parent"
-fi
-STATE=$(mktemp -d "$parent/kgym-bench.XXXXXX") || die "cannot create a state dir under $parent"
+NAME=bench
+# shellcheck source=mk/bench-lib.sh
+. mk/bench-lib.sh
+STATE=$(make_state_dir kgym-bench) || exit 2
 is_memory_fs "$(fstype "$STATE")" && die "$STATE is on $(fstype "$STATE"), not a real disk"
-
-server_pid=
-cleanup() {
-    if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
-        kill -TERM "$server_pid" 2>/dev/null
-        for _ in $(seq 1 100); do
-            kill -0 "$server_pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        if kill -0 "$server_pid" 2>/dev/null; then
-            echo "kgym bench: the server did not stop within 10 s of SIGTERM; killing it" >&2
-            kill -KILL "$server_pid" 2>/dev/null
-        fi
-        wait "$server_pid" 2>/dev/null
-    fi
-    rm -rf "$STATE"
-    rmdir "$PWD/$BUILD/bench-state" 2>/dev/null
-    return 0
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
 # shellcheck disable=SC2086
 "$KGYM_ENV" serve --config "$CONFIG" --host "$HOST" --port 0 --state-dir "$STATE" --quiet \
