@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -214,13 +215,17 @@ ep_table *ep_table_new(const server_config *cfg, const task_store *tasks, const 
     t->tpl = tpl;
     pthread_mutex_init(&t->lock, NULL);
     snprintf(t->episodes_dir, sizeof t->episodes_dir, "%s/episodes", cfg->state_dir);
-    if (make_dirs(t->episodes_dir) != 0) {
+    char abs[PATH_MAX];
+    if (make_dirs(t->episodes_dir) != 0 || !realpath(t->episodes_dir, abs) ||
+        strlen(abs) >= sizeof t->episodes_dir) {
         snprintf(err, errcap, "cannot create state dir %s: %s", t->episodes_dir, strerror(errno));
         pthread_mutex_destroy(&t->lock);
         free(t->buckets);
         free(t);
         return NULL;
     }
+    /* Absolute: the sandbox launcher binds the workspace by this path and runs from "/". */
+    snprintf(t->episodes_dir, sizeof t->episodes_dir, "%s", abs);
     return t;
 }
 
@@ -611,6 +616,7 @@ int ep_create(ep_table *t, const ep_params *p, episode **out, json_t **reset_out
     ep->status = EP_ACTIVE;
     if (open_episode_files(t, ep, e) != 0 || setup_workspace(t, ep, tk, p, e) != 0 ||
         finish_reset(t, ep, t0, true, reset_out, e) != 0) {
+        remove_workspace_dir(ep); /* its tmpfs first, or the tree cannot go */
         ws_remove_tree(ep->dir);
         episode_free(ep);
         atomic_fetch_sub(&t->open, 1);
@@ -673,14 +679,20 @@ int ep_reset(ep_table *t, episode *ep, const ep_params *p, json_t **reset_out, a
     char jobs_dir[700];
     snprintf(jobs_dir, sizeof jobs_dir, "%s/jobs", ep->dir);
     ep->jobs = job_table_new(jobs_dir, ep->limits.max_background_jobs);
+    /* State readers take these under the lock (and incref them): swap them under it too. */
+    json_t *old_options = NULL, *old_tags = NULL;
+    pthread_mutex_lock(&ep->lock);
     if (p->options) {
-        json_decref(ep->options);
+        old_options = ep->options;
         ep->options = json_incref(p->options);
     }
     if (p->tags) {
-        json_decref(ep->tags);
+        old_tags = ep->tags;
         ep->tags = json_incref(p->tags);
     }
+    pthread_mutex_unlock(&ep->lock);
+    json_decref(old_options);
+    json_decref(old_tags);
     rc = setup_workspace(t, ep, tk, p, e);
     if (rc == 0) {
         ep->status = EP_ACTIVE;

@@ -72,3 +72,31 @@ def test_missing_protection_refuses_to_start_unless_weak(tmp_path):
     finally:
         p.send_signal(signal.SIGTERM)
         p.wait(timeout=30)
+
+
+def test_relative_state_dir_works_sandboxed(tmp_path):
+    """make run uses --state-dir state (relative): the sandbox must still find the workspace."""
+    from conftest import BINARY, BUNDLED_TASKS, PROFILES, TEMPLATE
+    from kgym_http import Client
+    p = subprocess.Popen(
+        [str(BINARY), "serve", "--port", "0", "--state-dir", "state", "--template", str(TEMPLATE),
+         "--sandbox-profiles", str(PROFILES), "--tasks", str(BUNDLED_TASKS)],
+        cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        text=True)
+    try:
+        port = None
+        for line in p.stderr:
+            rec = json.loads(line)
+            if rec.get("event") == "listening":
+                port = rec["port"]
+                break
+        assert port
+        c = Client(port)
+        ep = c.post("/v1/episodes", {}).json["episode_id"]
+        obs = c.tool(ep, "Bash", command="pwd")
+        assert not obs["is_error"], obs
+        assert obs["data"]["stdout"] == "/workspace\n"
+        c.close()
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=30)
