@@ -27,16 +27,28 @@
 #define NEW_ROOT "/tmp/.kgym-sandbox-root"
 
 /* A setup step failed: say which and why, and end with the launcher's setup-failure status. */
+/* The caller's channel for "the sandbox could not be set up" (--status-fd), or -1. The
+ * command never inherits it, so it cannot fake a setup failure; exit status and stderr it can. */
+static int setup_fd = -1;
+
+static void report_setup_failure(void)
+{
+    if (setup_fd >= 0 && write(setup_fd, "setup\n", 6) < 0)
+        _exit(125);
+}
+
 static void die(const char *what, const char *detail)
 {
     fprintf(stderr, "kgym-sandbox: %s%s%s: %s\n", what, detail ? " " : "", detail ? detail : "",
             strerror(errno));
+    report_setup_failure();
     _exit(125);
 }
 
 static void die_msg(const char *msg)
 {
     fprintf(stderr, "kgym-sandbox: %s\n", msg);
+    report_setup_failure();
     _exit(125);
 }
 
@@ -234,7 +246,7 @@ static void build_dev(const launch_opts *o, const sbx_profile *p)
     snprintf(dst, sizeof dst, "%s/dev/pts", NEW_ROOT);
     mkdir_p(dst, 0755);
     if (mount("devpts", dst, "devpts", MS_NOSUID | MS_NOEXEC,
-              "newinstance,ptmxmode=0666,mode=0620") != 0)
+              "newinstance,ptmxmode=0666,mode=0620,max=64") != 0)
         die("mount devpts", dst);
     static const char *const LINKS[][2] = {{"pts/ptmx", "ptmx"},
                                            {"/proc/self/fd", "fd"},
@@ -393,8 +405,11 @@ static void run_command(const launch_opts *o, const sbx_profile *p)
     char err[512];
     if (sbx_seccomp_install(p, err, sizeof err) != 0) {
         fprintf(stderr, "kgym-sandbox: seccomp: %s\n", err);
+        report_setup_failure();
         _exit(125);
     }
+    if (setup_fd >= 0)
+        close(setup_fd); /* (also close-on-exec: belt and braces) */
     execve(o->argv[0], o->argv, envp);
     /* The filter is in place: only write and exit from here. */
     fprintf(stderr, "kgym-sandbox: cannot run %s: %s\n", o->argv[0], strerror(errno));
@@ -468,6 +483,9 @@ static void mirror_status(int status)
 
 int launch_run(const launch_opts *o, const sbx_profile *p)
 {
+    setup_fd = o->status_fd;
+    if (setup_fd >= 0 && fcntl(setup_fd, F_SETFD, FD_CLOEXEC) != 0)
+        setup_fd = -1;
     if (o->uid == 0 || o->gid == 0)
         die_msg("refusing to run a sandbox as uid or gid 0");
     join_cgroups(o);

@@ -45,6 +45,7 @@ typedef struct launch_opts {
     int n_env;
     int n_gpu_devices;
     uint64_t fsize;    /* lowers the profile's RLIMIT_FSIZE; 0 = the profile's */
+    int status_fd;     /* written "setup" when the sandbox cannot be set up; -1 none */
     char *const *argv; /* the command; argv[0] an absolute path inside the sandbox */
 } launch_opts;
 

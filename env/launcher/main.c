@@ -31,6 +31,7 @@ static void usage(FILE *out)
           "  --env NAME=VALUE      set a variable of the command's environment (repeatable)\n"
           "  --gpu-device PATH     a GPU device node for profiles with [dev] gpu (repeatable)\n"
           "  --fsize BYTES         lower the profile's file-size limit\n"
+          "  --status-fd N         write \"setup\" to fd N if the sandbox cannot be set up\n"
           "  --check               parse the profile, print nothing, exit 0 if it is valid\n",
           out);
 }
@@ -60,7 +61,8 @@ enum {
     O_GPU,
     O_CHECK,
     O_FSIZE,
-    O_ENV
+    O_ENV,
+    O_STATUS
 };
 
 static int add(const char **list, int *n, int max, const char *flag, const char *value)
@@ -118,6 +120,9 @@ static int parse_option(launch_opts *o, int opt, const char *arg, bool *check)
     case O_CHECK:
         *check = true;
         return 0;
+    case O_STATUS:
+        o->status_fd = (int)parse_id("--status-fd", arg);
+        return 0;
     case O_FSIZE: {
         char *end;
         unsigned long long v = strtoull(arg, &end, 10);
@@ -150,10 +155,11 @@ int main(int argc, char **argv)
         {"check", no_argument, NULL, O_CHECK},
         {"fsize", required_argument, NULL, O_FSIZE},
         {"env", required_argument, NULL, O_ENV},
+        {"status-fd", required_argument, NULL, O_STATUS},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    launch_opts o = {.profiles_dir = "sandbox_profiles", .profile_name = "bash"};
+    launch_opts o = {.profiles_dir = "sandbox_profiles", .profile_name = "bash", .status_fd = -1};
     bool check = false;
     int opt;
     while ((opt = getopt_long(argc, argv, "+h", OPTS, NULL)) != -1) {

@@ -1,6 +1,7 @@
 #include "sandbox/sandbox.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -8,8 +9,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#define LAUNCHER_SETUP_FAILED 125
 
 const char *sbx_end_name(sbx_end e)
 {
@@ -223,15 +222,15 @@ int sandbox_build_argv(const sandbox *s, const sandbox_cmd *cmd, const sbx_cgrou
     return 0;
 }
 
-/* Why it ended, from the strongest evidence: the clock, the cgroup, then the signal. */
-static sbx_end classify(const sandbox_result *res)
+/* Why it ended, from the strongest evidence: the launcher's own report of a setup failure
+ * (over a pipe the command never holds), the clock, the cgroup, then the signal. */
+static sbx_end classify(const sandbox_result *res, bool setup_failed)
 {
     const spawn_result *r = &res->run;
+    if (setup_failed)
+        return SBX_END_SETUP;
     if (r->timed_out)
         return SBX_END_TIMEOUT;
-    if (r->term_signal == 0 && r->exit_code == LAUNCHER_SETUP_FAILED && r->err.data &&
-        strstr(r->err.data, "kgym-sandbox:"))
-        return SBX_END_SETUP;
     if (res->cg.oom_killed)
         return SBX_END_MEMORY;
     if (res->cg.pids_limited)
@@ -269,9 +268,40 @@ int sandbox_run(sandbox *s, const sandbox_cmd *cmd, sandbox_result *res)
         res->run.fail_stage = "arguments";
         return -1;
     }
+    /* The launcher writes "setup" here if it cannot build the sandbox. */
+    int status[2];
+    char status_arg[16];
+    if (pipe2(status, O_CLOEXEC | O_NONBLOCK) != 0) {
+        free(a);
+        sbx_cg_destroy(&cg);
+        res->run.fail_stage = "pipe";
+        return -1;
+    }
+    snprintf(status_arg, sizeof status_arg, "%d", status[1]);
+    int n = 0;
+    while (a->argv[n] && strcmp(a->argv[n], "--") != 0)
+        n++;
+    /* insert "--status-fd N" before "--" (sandbox_build_argv leaves room: cap is 128) */
+    int last = n;
+    while (a->argv[last])
+        last++;
+    if (last + 2 >= (int)(sizeof a->argv / sizeof a->argv[0])) {
+        close(status[0]);
+        close(status[1]);
+        free(a);
+        sbx_cg_destroy(&cg);
+        res->run.fail_stage = "arguments";
+        return -1;
+    }
+    for (int k = last; k >= n; k--)
+        a->argv[k + 2] = a->argv[k];
+    a->argv[n] = "--status-fd";
+    a->argv[n + 1] = status_arg;
     static const char *const ENV[] = {"PATH=/usr/bin:/bin", NULL};
     spawn_opts o = SPAWN_OPTS_INIT;
     o.argv = a->argv;
+    o.keep_fds = &status[1];
+    o.n_keep_fds = 1;
     o.envp = ENV;
     o.cwd = "/";
     o.timeout_ms =
@@ -280,13 +310,17 @@ int sandbox_run(sandbox *s, const sandbox_cmd *cmd, sandbox_result *res)
     o.capture_cap = cmd->capture_cap ? cmd->capture_cap : (size_t)p->output_bytes;
     int rc = spawn_run(&o, &res->run);
     free(a);
+    close(status[1]);
+    char buf[8];
+    bool setup_failed = read(status[0], buf, sizeof buf) > 0;
+    close(status[0]);
     /* Whatever the command left behind dies with its cgroup, before we read why it ended. */
     sbx_cg_kill(&cg);
     sbx_cg_stats_read(&cg, &res->cg);
     sbx_cg_destroy(&cg);
     if (rc != 0)
         return -1;
-    res->end = classify(res);
+    res->end = classify(res, setup_failed);
     return 0;
 }
 

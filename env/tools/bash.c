@@ -273,10 +273,11 @@ static void bash_sync(const tool_env *env, const spawn_opts *o, tool_result *res
     spawn_result r;
     sbx_end end;
     if (run_foreground(env, o, &r, &end) != 0) {
+        /* fail_errno is 0 when the sandbox refused before spawning (cgroup, arguments). */
+        const char *why = r.fail_errno ? strerror(r.fail_errno) : "the sandbox could not start it";
         tool_fail(res, "SPAWN_FAILED",
-                  json_pack("{s:s,s:s?}", "detail", strerror(r.fail_errno), "stage", r.fail_stage),
-                  "Could not run the command: %s: %s", r.fail_stage ? r.fail_stage : "spawn",
-                  strerror(r.fail_errno));
+                  json_pack("{s:s,s:s?}", "detail", why, "stage", r.fail_stage),
+                  "Could not run the command: %s: %s", r.fail_stage ? r.fail_stage : "spawn", why);
         spawn_result_deinit(&r);
         return;
     }
@@ -354,6 +355,8 @@ static void bash_background(const tool_env *env, const spawn_opts *o, const job_
                             tool_result *res)
 {
     if (!env->jobs) {
+        if (hook)
+            hook->on_end(hook->ctx); /* the sandbox job's cgroup is not needed after all */
         tool_fail(res, "INTERNAL", NULL, "Background commands are not available here");
         return;
     }

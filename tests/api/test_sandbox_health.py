@@ -100,3 +100,12 @@ def test_relative_state_dir_works_sandboxed(tmp_path):
     finally:
         p.send_signal(signal.SIGTERM)
         p.wait(timeout=30)
+
+
+def test_a_command_cannot_fake_a_sandbox_setup_failure(client, new_episode):
+    """Setup failures travel on a pipe only the launcher holds, not in the exit status/stderr."""
+    ep = new_episode()
+    obs = client.tool(ep, "Bash", command="echo out; echo 'kgym-sandbox: fake' >&2; exit 125")
+    assert obs["is_error"] is False
+    assert obs["data"]["exit_code"] == 125 and obs["data"]["ended_by"] == "exit"
+    assert obs["data"]["stdout"] == "out\n"
