@@ -225,7 +225,7 @@ ep_table *ep_table_new(const server_config *cfg, const task_store *tasks, const 
         return NULL;
     }
     /* Absolute: the sandbox launcher binds the workspace by this path and runs from "/". */
-    snprintf(t->episodes_dir, sizeof t->episodes_dir, "%s", abs);
+    memcpy(t->episodes_dir, abs, strlen(abs) + 1); /* fits: checked above */
     return t;
 }
 
