@@ -305,6 +305,19 @@ static bool parse_u64(const char *s, size_t len, uint64_t *out)
 }
 
 /* "4096", "8M", "16G": binary multiples; a bare number is bytes. */
+/* s[0..len) as decimal digits only, times mult, without overflow. */
+static bool scaled_digits(const char *s, size_t len, uint64_t mult, uint64_t *out)
+{
+    uint64_t v;
+    for (size_t i = 0; i < len; i++)
+        if (!isdigit((unsigned char)s[i]))
+            return false;
+    if (!parse_u64(s, len, &v) || v > UINT64_MAX / mult)
+        return false;
+    *out = v * mult;
+    return true;
+}
+
 static bool parse_size(const char *s, uint64_t *out)
 {
     size_t len = strlen(s);
@@ -329,14 +342,7 @@ static bool parse_size(const char *s, uint64_t *out)
         if (mult != 1)
             len--;
     }
-    uint64_t v;
-    for (size_t i = 0; i < len; i++)
-        if (!isdigit((unsigned char)s[i]))
-            return false;
-    if (!parse_u64(s, len, &v) || v > UINT64_MAX / mult)
-        return false;
-    *out = v * mult;
-    return true;
+    return scaled_digits(s, len, mult, out);
 }
 
 /* "250ms", "600s" -> milliseconds. A unit is required: a bare number is ambiguous. */
@@ -353,14 +359,7 @@ static bool parse_time_ms(const char *s, uint64_t *out)
     } else {
         return false;
     }
-    uint64_t v;
-    for (size_t i = 0; i < len; i++)
-        if (!isdigit((unsigned char)s[i]))
-            return false;
-    if (!parse_u64(s, len, &v) || v > UINT64_MAX / mult)
-        return false;
-    *out = v * mult;
-    return true;
+    return scaled_digits(s, len, mult, out);
 }
 
 static bool valid_name(const char *s, size_t max)
