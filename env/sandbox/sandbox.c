@@ -89,7 +89,9 @@ int sandbox_init(sandbox *s, const char *launcher, const char *profiles_dir, boo
     snprintf(s->profiles_dir, sizeof s->profiles_dir, "%s",
              realpath(profiles_dir, abs) ? abs : profiles_dir);
     /* Profiles are checked even in weak mode: a broken one is a configuration error. */
-    if (sbx_profile_load(profiles_dir, "bash", &s->bash, err, errcap) != 0)
+    if (sbx_profile_load(profiles_dir, "bash", &s->bash, err, errcap) != 0 ||
+        sbx_profile_load(profiles_dir, "compile", &s->compile, err, errcap) != 0 ||
+        sbx_profile_load(profiles_dir, "candidate", &s->candidate, err, errcap) != 0)
         return -1;
     char cg_name[64];
     snprintf(cg_name, sizeof cg_name, "kgym-%d", (int)getpid());
@@ -169,9 +171,14 @@ json_t *sandbox_status_json(const sandbox *s)
     return j;
 }
 
-static const sbx_profile *profile_of(const sandbox *s, const char *name)
+const sbx_profile *sandbox_profile(const sandbox *s, const char *name)
 {
-    return strcmp(name, "bash") == 0 ? &s->bash : NULL;
+    if (!name)
+        return NULL;
+    return strcmp(name, "bash") == 0        ? &s->bash
+           : strcmp(name, "compile") == 0   ? &s->compile
+           : strcmp(name, "candidate") == 0 ? &s->candidate
+                                            : NULL;
 }
 
 /* The launcher's command line: everything it needs is stated there, nothing inherited. */
@@ -212,6 +219,18 @@ int sandbox_build_argv(const sandbox *s, const sandbox_cmd *cmd, const sbx_cgrou
         for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++)
             out->argv[n++] = extra[i];
     }
+    for (int i = 0; cmd->gpu_devices && cmd->gpu_devices[i]; i++) {
+        if (n >= cap - 8)
+            return -1;
+        out->argv[n++] = "--gpu-device";
+        out->argv[n++] = cmd->gpu_devices[i];
+    }
+    for (int i = 0; cmd->env && cmd->env[i]; i++) {
+        if (n >= cap - 8)
+            return -1;
+        out->argv[n++] = "--env";
+        out->argv[n++] = cmd->env[i];
+    }
     out->argv[n++] = "--";
     for (int i = 0; cmd->argv[i]; i++) {
         if (n >= cap - 1)
@@ -245,7 +264,7 @@ static sbx_end classify(const sandbox_result *res, bool setup_failed)
 int sandbox_run(sandbox *s, const sandbox_cmd *cmd, sandbox_result *res)
 {
     memset(res, 0, sizeof *res);
-    const sbx_profile *p = profile_of(s, cmd->profile);
+    const sbx_profile *p = sandbox_profile(s, cmd->profile);
     if (!p || !s->active || cmd->uid == 0 || cmd->gid == 0) {
         res->run.fail_stage = !p ? "profile" : !s->active ? "sandbox inactive" : "uid";
         return -1;
@@ -331,7 +350,7 @@ struct sandbox_job {
 
 sandbox_job *sandbox_job_new(sandbox *s, const sandbox_cmd *cmd, char *err, size_t errcap)
 {
-    const sbx_profile *p = profile_of(s, cmd->profile);
+    const sbx_profile *p = sandbox_profile(s, cmd->profile);
     sandbox_job *j = p && s->active ? calloc(1, sizeof *j) : NULL;
     if (!j) {
         snprintf(err, errcap, "%s", !p ? "unknown profile" : "the sandbox is not active");

@@ -25,7 +25,10 @@ typedef struct sandbox {
     bool active;        /* false: weak mode, commands run unsandboxed */
     char launcher[512]; /* path of kgym-sandbox */
     char profiles_dir[PATH_MAX];
-    sbx_profile bash; /* parsed at start: a broken profile stops the server */
+    /* parsed at start: a broken profile stops the server */
+    sbx_profile bash;      /* the agent's shell commands */
+    sbx_profile compile;   /* the compilers of the Compile tool */
+    sbx_profile candidate; /* the candidate runner of Verify/Profile (may see one GPU) */
     sbx_cg_host cg;
     sbx_host_report report;
     atomic_ulong seq;                      /* names command cgroups */
@@ -71,12 +74,17 @@ typedef struct sandbox_cmd {
     size_t capture_cap;      /* per stream; 0 = the profile's output cap */
     const char *tag;         /* names the cgroup (e.g. the episode id) */
     uint64_t max_file_bytes; /* lowers the profile's RLIMIT_FSIZE (0 = the profile's) */
+    const char *const *gpu_devices; /* NULL-terminated device nodes (candidate profile), or NULL */
+    const char *const *env;         /* NULL-terminated NAME=VALUE entries added, or NULL */
 } sandbox_cmd;
+
+/* The profile named name ("bash", "compile", "candidate"), or NULL. */
+const sbx_profile *sandbox_profile(const sandbox *s, const char *name);
 
 /* The launcher's command line for cmd (cg may be NULL: no cgroup), e.g. for a background job
  * started with spawn_start. Storage lives in the struct. */
 typedef struct sandbox_argv {
-    const char *argv[128];
+    const char *argv[160];
     char ids[2][16];
     char procs[4][SBX_CG_PATH_MAX + 32];
     char vars[4][SBX_PATH_MAX + 32];
