@@ -3,8 +3,8 @@
 # itself; otherwise it prints the exact command and fails.
 set -euo pipefail
 PACKAGES=(build-essential pkg-config libmicrohttpd-dev libjansson-dev libpcre2-dev libcmocka-dev
-          libseccomp-dev libcap-dev
-          python3 python3-venv python3-pip curl jq ca-certificates)
+          libseccomp-dev libcap-dev libssl-dev
+          python3 python3-dev python3-venv python3-pip curl jq ca-certificates)
 missing=()
 for p in "${PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
