@@ -20,11 +20,11 @@ CSTD     := -std=c11 -D_GNU_SOURCE
 WARN     := -Wall -Wextra $(WERROR) -Wshadow -Wformat=2 -Wno-format-nonliteral
 CPPFLAGS := -Ienv $(PKG_CFLAGS)
 CFLAGS   ?= -O2 -g
-LDLIBS   := $(PKG_LIBS) -lpthread -lseccomp -lcap
+LDLIBS   := $(PKG_LIBS) -lpthread -lseccomp -lcap -lcrypto -lm
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
 # The env server's library: every env/ source but the CLI entry point.
-ENV_SRCS := $(sort $(filter-out env/main.c,$(wildcard env/*.c env/util/*.c env/tools/*.c env/sandbox/*.c)))
+ENV_SRCS := $(sort $(filter-out env/main.c,$(wildcard env/*.c env/util/*.c env/tools/*.c env/sandbox/*.c env/harness/*.c)))
 ENV_OBJS := $(ENV_SRCS:%.c=$(BUILD)/obj/%.o)
 SAN_OBJS := $(ENV_SRCS:%.c=$(BUILD)/san/%.o)
 UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))

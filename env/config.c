@@ -28,6 +28,8 @@ void config_defaults(server_config *cfg)
     cfg->sandbox_uid_base = 200000;
     cfg->workspace_tmpfs = true;
     cfg->workspace_max_inodes = 65536;
+    snprintf(cfg->gpus, sizeof cfg->gpus, "all");
+    cfg->eval_timeout_s = 900;
     cfg->limits = (tool_limits){
         .disk_quota_bytes = 256ull << 20,
         .max_file_bytes = 8ull << 20,

@@ -39,6 +39,12 @@ typedef struct server_config {
     char sandbox_python[512];   /* a Python shown to sandboxed commands ("" = none) */
     bool workspace_tmpfs;       /* sandboxed workspaces on a tmpfs of disk_quota_bytes */
     int workspace_max_inodes;   /* files + directories per tmpfs workspace */
+    /* evaluation (Compile, Verify, Profile, Submit): the Python is sandbox_python */
+    char harness_dir[512];      /* judge.py, runner.py, scan.py ("" = beside the binary) */
+    char build_cache[512];      /* objects, PCH, baselines ("" = <state_dir>/cache) */
+    char gpus[128];             /* "all", "none" or ordinals "0,2" */
+    char cuda_arch[32];         /* "" = probed (sm_90a on Hopper) */
+    int eval_timeout_s;
     tool_limits limits;
 } server_config;
 

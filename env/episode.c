@@ -1,4 +1,5 @@
 #include "episode.h"
+#include "harness/reward.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -32,6 +33,7 @@ struct ep_table {
     size_t n_all, cap_all;
     atomic_long open; /* episodes holding a workspace */
     struct sandbox *sandbox;
+    struct eval_server *eval;
     atomic_ulong uid_seq; /* hands out the episodes' uids */
 };
 
@@ -60,6 +62,11 @@ void ep_iso_time(double t, char *buf)
 void ep_table_set_metrics(ep_table *t, struct metrics *m)
 {
     t->metrics = m;
+}
+
+void ep_table_set_eval(ep_table *t, struct eval_server *es)
+{
+    t->eval = es;
 }
 
 void ep_table_set_sandbox(ep_table *t, struct sandbox *s)
@@ -143,6 +150,7 @@ static void episode_free(episode *ep)
         umount2(ep->work_dir, MNT_DETACH); /* no mount outlives the server */
     }
     job_table_free(ep->jobs);
+    ep_eval_deinit(&ep->evs);
     traj_close(ep->traj);
     idem_deinit(&ep->idem);
     json_decref(ep->options);
@@ -270,7 +278,8 @@ int ep_record(episode *ep, json_t *record, api_error *e)
 /* ---- parameters -------------------------------------------------------------------------- */
 
 static const char *const OPTION_KEYS[] = {"max_steps", "max_wall_s", "idle_timeout_s",
-                                          "variant",   "reward_on",  "mode"};
+                                          "variant",   "reward_on",  "mode",
+                                          "reward"};
 
 static int check_option(const char *key, const json_t *v, api_error *e)
 {
@@ -287,6 +296,10 @@ static int check_option(const char *key, const json_t *v, api_error *e)
     if (strcmp(key, "reward_on") == 0 &&
         !(json_is_string(v) && (strcmp(json_string_value(v), "best") == 0 ||
                                 strcmp(json_string_value(v), "final") == 0)))
+        goto bad;
+    reward_mode rm;
+    if (strcmp(key, "reward") == 0 &&
+        !(json_is_string(v) && reward_mode_parse(json_string_value(v), &rm) == 0))
         goto bad;
     if (strcmp(key, "mode") == 0 &&
         !(json_is_string(v) && (strcmp(json_string_value(v), "agentic") == 0 ||
@@ -317,7 +330,7 @@ static int check_options(const json_t *options, api_error *e)
         if (!known) {
             api_error_set(e, 422, "VALIDATION_ERROR", false,
                           "unknown option '%s' (known: max_steps, max_wall_s, idle_timeout_s, "
-                          "variant, reward_on, mode)",
+                          "variant, reward_on, mode, reward)",
                           key);
             return -1;
         }
@@ -557,6 +570,8 @@ static episode *episode_alloc(ep_table *t)
     ep->owner.uid = (uid_t)(t->cfg->sandbox_uid_base + (int)n);
     ep->owner.gid = (gid_t)ep->owner.uid;
     ep->sandbox = sandbox_active(t) ? t->sandbox : NULL;
+    ep_eval_init(&ep->evs, ep->dir);
+    ep->eval = t->eval;
     idem_init(&ep->idem, IDEM_DEFAULT_SLOTS);
     return ep;
 }
@@ -674,8 +689,9 @@ int ep_reset(ep_table *t, episode *ep, const ep_params *p, json_t **reset_out, a
     ep->busy = true;
     pthread_mutex_unlock(&ep->lock);
 
-    /* The old jobs die with the old workspace. */
+    /* The old jobs die with the old workspace, its builds and snapshots are forgotten. */
     job_table_free(ep->jobs);
+    ep_eval_reset(&ep->evs);
     char jobs_dir[700];
     snprintf(jobs_dir, sizeof jobs_dir, "%s/jobs", ep->dir);
     ep->jobs = job_table_new(jobs_dir, ep->limits.max_background_jobs);
@@ -806,6 +822,14 @@ void ep_tool_env(episode *ep, tool_env *env)
     env->usage = &ep->usage;
     env->owner = ep->sandbox ? &ep->owner : NULL;
     env->sandbox = ep->sandbox;
+    env->eval = ep->task ? ep->eval : NULL;
+    env->evs = &ep->evs;
+    env->task = ep->task;
+    env->cpu_variant = strcmp(ep->variant, "cpu") == 0;
+    env->episode_id = ep->id;
+    env->eval_seed = random_u64();
+    env->reward_mode = json_string_value(json_object_get(ep->options, "reward"));
+    env->reward_on = json_string_value(json_object_get(ep->options, "reward_on"));
 }
 
 void ep_mark_done(ep_table *t, episode *ep, ep_status status)

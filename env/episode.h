@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "api.h"
+#include "harness/eval.h"
 #include "config.h"
 #include "idem.h"
 #include "task.h"
@@ -64,6 +65,8 @@ typedef struct episode {
     tool_usage_cache usage; /* the workspace's disk usage, between tool calls */
     ws_owner owner;         /* the episode's own uid and gid, used when sandboxed */
     struct sandbox *sandbox; /* where its Bash runs; NULL: unsandboxed (weak mode) */
+    ep_eval evs;            /* builds and evaluation snapshots (Compile, Verify, Profile) */
+    struct eval_server *eval; /* where it evaluates; NULL: evaluation unavailable */
     trajectory *traj;
     idem_cache idem;
     double total_reward;
@@ -132,6 +135,8 @@ void ep_trajectory_path(const episode *ep, char *buf, size_t cap);
 
 /* Set by the server so lifecycle events reach /metrics. */
 void ep_table_set_metrics(ep_table *t, struct metrics *m);
+/* Set by the server: Compile, Verify, Profile and Submit evaluate here. */
+void ep_table_set_eval(ep_table *t, struct eval_server *es);
 /* Set by the server: Bash runs in this sandbox (when active) as each episode's own uid. */
 struct sandbox;
 void ep_table_set_sandbox(ep_table *t, struct sandbox *s);

@@ -34,6 +34,11 @@ static void usage(FILE *out)
           "  --allow-weak-sandbox run tools unsandboxed when the host lacks a protection the\n"
           "                       sandbox needs (not running as root, no cgroups, ...); every\n"
           "                       health call and episode says so. Never for untrusted agents.\n"
+          "  --harness DIR        the trusted harness (default: env/harness beside the binary)\n"
+          "  --build-cache DIR    compiled objects, PCH and baselines (default STATE/cache)\n"
+          "  --gpus LIST          GPUs evaluations may lease: all (default), none, or 0,2\n"
+          "  --cuda-arch ARCH     build .cu files for ARCH (default: probed, sm_90a on H100/H200)\n"
+          "  --eval-timeout S     one Verify/Profile/Submit evaluation (default 900)\n"
           "  --quiet              no per-request log lines\n"
           "\n"
           "The API is described in README.md. SIGTERM drains: in-flight steps finish, new\n"
@@ -48,7 +53,12 @@ enum {
     OPT_DURABILITY,
     OPT_PROFILES,
     OPT_WEAK,
-    OPT_PYTHON
+    OPT_PYTHON,
+    OPT_HARNESS,
+    OPT_BUILD_CACHE,
+    OPT_GPUS,
+    OPT_CUDA_ARCH,
+    OPT_EVAL_TIMEOUT,
 };
 
 static int parse_number(const char *flag, const char *s, double lo, double hi, double *out)
@@ -131,6 +141,23 @@ static int apply_option(server_config *cfg, int opt, const char *arg, bool *sour
     case OPT_PYTHON:
         snprintf(cfg->sandbox_python, sizeof cfg->sandbox_python, "%s", arg);
         return 0;
+    case OPT_HARNESS:
+        snprintf(cfg->harness_dir, sizeof cfg->harness_dir, "%s", arg);
+        return 0;
+    case OPT_BUILD_CACHE:
+        snprintf(cfg->build_cache, sizeof cfg->build_cache, "%s", arg);
+        return 0;
+    case OPT_GPUS:
+        snprintf(cfg->gpus, sizeof cfg->gpus, "%s", arg);
+        return 0;
+    case OPT_CUDA_ARCH:
+        snprintf(cfg->cuda_arch, sizeof cfg->cuda_arch, "%s", arg);
+        return 0;
+    case OPT_EVAL_TIMEOUT:
+        if (parse_number("--eval-timeout", arg, 1, 86400, &v))
+            return -1;
+        cfg->eval_timeout_s = (int)v;
+        return 0;
     case 't':
     case 'k':
         if (!*sources_replaced) {
@@ -175,6 +202,11 @@ static int cmd_serve(int argc, char **argv)
         {"sandbox-profiles", required_argument, NULL, OPT_PROFILES},
         {"allow-weak-sandbox", no_argument, NULL, OPT_WEAK},
         {"sandbox-python", required_argument, NULL, OPT_PYTHON},
+        {"harness", required_argument, NULL, OPT_HARNESS},
+        {"build-cache", required_argument, NULL, OPT_BUILD_CACHE},
+        {"gpus", required_argument, NULL, OPT_GPUS},
+        {"cuda-arch", required_argument, NULL, OPT_CUDA_ARCH},
+        {"eval-timeout", required_argument, NULL, OPT_EVAL_TIMEOUT},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };

@@ -28,15 +28,28 @@ const char *route_query(const api_request *req, const char *name)
     return req->query ? json_string_value(json_object_get(req->query, name)) : NULL;
 }
 
+/* [{index, node, busy}] of the GPU pool. */
+static json_t *gpus_json(eval_server *es)
+{
+    json_t *a = json_array();
+    pthread_mutex_lock(&es->gpus.lock);
+    for (int i = 0; i < es->gpus.n; i++)
+        json_array_append_new(a, json_pack("{s:i, s:s, s:b}", "index", es->gpus.index[i], "node",
+                                           es->gpus.node[i], "busy", es->gpus.busy[i]));
+    pthread_mutex_unlock(&es->gpus.lock);
+    return a;
+}
+
 void route_health(server *srv, const api_request *req, api_response *resp)
 {
     (void)req;
     bool draining = atomic_load(&srv->draining);
     api_json(resp, draining ? 503 : 200,
-             json_pack("{s:s, s:I, s:i, s:[], s:o}", "status", draining ? "draining" : "ok",
+             json_pack("{s:s, s:I, s:i, s:o, s:o, s:o}", "status", draining ? "draining" : "ok",
                        "active_episodes", (json_int_t)ep_open_count(srv->episodes),
-                       "max_episodes", srv->cfg.max_episodes, "gpus", "sandbox",
-                       sandbox_status_json(&srv->sandbox)));
+                       "max_episodes", srv->cfg.max_episodes, "gpus", gpus_json(&srv->eval),
+                       "sandbox", sandbox_status_json(&srv->sandbox), "evaluation",
+                       eval_server_json(&srv->eval)));
     if (draining)
         resp->retry_after_s = srv->cfg.retry_after_s;
 }

@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <limits.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -327,6 +329,60 @@ static int init_sandbox(server *srv, char *err, size_t errcap)
     return 0;
 }
 
+/* The harness lives in the source tree: <binary dir>/../env/harness unless --harness says. */
+static void default_harness_dir(char *out, size_t cap)
+{
+    char self[480];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    self[n > 0 ? n : 0] = '\0';
+    char *slash = strrchr(self, '/');
+    if (slash)
+        *slash = '\0';
+    snprintf(out, cap, "%s/../env/harness", slash ? self : ".");
+}
+
+/* Absolute: the judge and the compilers run from other directories. */
+static void absolute(char *out, size_t cap, const char *path)
+{
+    char abs[PATH_MAX];
+    snprintf(out, cap, "%s", realpath(path, abs) ? abs : path);
+}
+
+static int init_eval(server *srv, char *err, size_t errcap)
+{
+    eval_config *ec = calloc(1, sizeof *ec);
+    if (!ec) {
+        snprintf(err, errcap, "out of memory");
+        return -1;
+    }
+    const server_config *c = &srv->cfg;
+    char harness[PATH_MAX], cache[PATH_MAX];
+    if (c->harness_dir[0])
+        snprintf(harness, sizeof harness, "%s", c->harness_dir);
+    else
+        default_harness_dir(harness, sizeof harness);
+    if (c->build_cache[0])
+        snprintf(cache, sizeof cache, "%s", c->build_cache);
+    else
+        snprintf(cache, sizeof cache, "%s/cache", c->state_dir);
+    mkdir(cache, 0700);
+    absolute(ec->harness_dir, sizeof ec->harness_dir, harness);
+    absolute(ec->cache_dir, sizeof ec->cache_dir, cache);
+    absolute(ec->template_dir, sizeof ec->template_dir, c->template_dir);
+    snprintf(ec->python, sizeof ec->python, "%s", c->sandbox_python);
+    snprintf(ec->cuda_home, sizeof ec->cuda_home, "%s", srv->sandbox.cuda_home);
+    snprintf(ec->cuda_arch, sizeof ec->cuda_arch, "%s", c->cuda_arch);
+    snprintf(ec->gpus, sizeof ec->gpus, "%s", c->gpus);
+    ec->eval_timeout_ms = c->eval_timeout_s * 1000;
+    int rc = eval_server_init(&srv->eval, ec, &srv->sandbox, err, errcap);
+    free(ec);
+    if (rc != 0)
+        return -1;
+    server_log(srv->eval.ready ? "info" : "warn", "evaluation", eval_server_json(&srv->eval));
+    ep_table_set_eval(srv->episodes, &srv->eval);
+    return 0;
+}
+
 int server_init(server *srv, char *err, size_t errcap)
 {
     srv->started_at = ep_now();
@@ -344,7 +400,7 @@ int server_init(server *srv, char *err, size_t errcap)
     if (!srv->episodes)
         return -1;
     ep_table_set_metrics(srv->episodes, srv->metrics);
-    if (init_sandbox(srv, err, errcap) != 0)
+    if (init_sandbox(srv, err, errcap) != 0 || init_eval(srv, err, errcap) != 0)
         return -1;
     int found = ep_table_recover(srv->episodes, err, errcap);
     if (found < 0)
@@ -358,6 +414,7 @@ void server_deinit(server *srv)
 {
     ep_table_free(srv->episodes);
     sandbox_deinit(&srv->sandbox);
+    eval_server_deinit(&srv->eval);
     ws_template_free(srv->tpl);
     task_store_free(srv->tasks);
     metrics_free(srv->metrics);

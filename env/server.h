@@ -11,6 +11,7 @@
 #include "episode.h"
 #include "idem.h"
 #include "metrics.h"
+#include "harness/eval.h"
 #include "sandbox/sandbox.h"
 #include "task.h"
 #include "workspace.h"
@@ -39,6 +40,7 @@ typedef struct server {
     int bound_port;
     struct MHD_Daemon *daemon;
     sandbox sandbox;
+    eval_server eval;
 } server;
 
 /* Loads tasks and the template, recovers the state dir. Returns 0 or -1 with err filled. */

@@ -86,12 +86,28 @@ static void parse_action(const json_t *raw, action *a)
                        a->tool_name);
 }
 
-/* Runs one action and returns its observation. */
-static json_t *run_action(server *srv, episode *ep, action *a)
+/* In single-turn mode the only action is Submit carrying the files (DESIGN.md §3.4). */
+static bool single_turn_refuses(const episode *ep, const action *a)
+{
+    const char *mode = json_string_value(json_object_get(ep->options, "mode"));
+    return mode && strcmp(mode, "single_turn") == 0 && a->tool &&
+           strcmp(a->tool->name, "Submit") != 0;
+}
+
+/* Runs one action and returns its observation. A Submit hands its final evaluation to *final
+ * (the episode ends with this turn). */
+static json_t *run_action(server *srv, episode *ep, action *a, json_t **final)
 {
     tool_result res = {0};
     double t0 = mono_ms();
-    if (a->error_code) {
+    if (!a->error_code && *final) {
+        tool_fail(&res, "EPISODE_ENDED", NULL,
+                  "not run: Submit ended the episode earlier in this turn");
+    } else if (!a->error_code && single_turn_refuses(ep, a)) {
+        tool_fail(&res, "SINGLE_TURN", NULL,
+                  "this episode is single-turn: the only action is Submit with {\"files\": "
+                  "{\"model_new.py\": ..., \"kernels/...\": ...}}");
+    } else if (a->error_code) {
         json_t *data = strcmp(a->error_code, "UNKNOWN_TOOL") == 0
                            ? json_pack("{s:s}", "tool", a->tool_name)
                            : NULL;
@@ -100,6 +116,10 @@ static json_t *run_action(server *srv, episode *ep, action *a)
         tool_env env;
         ep_tool_env(ep, &env);
         tool_invoke(a->tool, &env, a->args, &res);
+        if (res.terminal) {
+            *final = res.final_eval ? res.final_eval : json_object();
+            res.final_eval = NULL;
+        }
     }
     double ms = mono_ms() - t0;
     const char *code = res.is_error ? json_string_value(json_object_get(res.data, "error_code"))
@@ -156,6 +176,23 @@ static json_t *turn_actions(server *srv, const json_t *body, const char *shortha
     return NULL;
 }
 
+/* Truncation runs the final evaluation, as Submit would, when the server can evaluate. */
+static json_t *final_on_truncation(episode *ep)
+{
+    if (!ep->eval || !ep->eval->ready)
+        return NULL;
+    tool_env env;
+    ep_tool_env(ep, &env);
+    tool_result res = {0};
+    json_t *no_args = json_object();
+    tool_invoke(&tool_def_submit, &env, no_args, &res);
+    json_decref(no_args);
+    json_t *final = res.final_eval;
+    res.final_eval = NULL;
+    tool_result_deinit(&res);
+    return final;
+}
+
 static json_t *step_info(const episode *ep, double exec_ms, double record_ms)
 {
     char expires[32];
@@ -175,41 +212,59 @@ void step_run(server *srv, episode *ep, const json_t *body, const char *shorthan
         return;
     double t0 = mono_ms();
     json_t *observations = json_array(), *recorded = json_array();
+    json_t *final = NULL; /* the final evaluation, once Submit ran */
     size_t i;
     json_t *raw;
     json_array_foreach(raws, i, raw) {
         action a;
         parse_action(raw, &a);
-        json_array_append_new(observations, run_action(srv, ep, &a));
+        json_array_append_new(observations, run_action(srv, ep, &a, &final));
         json_array_append_new(recorded, action_record(&a, raw));
         json_decref(a.args);
     }
     double exec_ms = mono_ms() - t0;
     ep->step++;
-    bool truncated = ep->step >= ep->max_steps || ep_now() - ep->reset_at > ep->max_wall_s;
-    double reward = 0.0; /* non-terminal turns pay nothing (DESIGN.md §3.4) */
+    bool terminated = final != NULL;
+    bool truncated = !terminated &&
+                     (ep->step >= ep->max_steps || ep_now() - ep->reset_at > ep->max_wall_s);
+    if (truncated) /* the limit ends the episode: the workspace as it is gets the final eval */
+        final = final_on_truncation(ep);
+    /* Non-terminal turns pay nothing; an infra_error pays null (DESIGN.md §3.4). */
+    json_t *reward = final ? json_incref(json_object_get(final, "reward")) : json_real(0.0);
+    if (!reward)
+        reward = json_null();
 
     double t1 = mono_ms();
     json_t *info = step_info(ep, exec_ms, 0);
-    json_t *rec = json_pack("{s:s, s:i, s:O, s:O, s:f, s:b, s:b, s:O}", "type", "step", "step",
+    if (final) {
+        json_object_set(info, "reward_components", final);
+        json_object_set(info, "eval_status", json_object_get(final, "eval_status"));
+    }
+    json_t *rec = json_pack("{s:s, s:i, s:O, s:O, s:O, s:b, s:b, s:O}", "type", "step", "step",
                             ep->step, "actions", recorded, "observations", observations,
-                            "reward", reward, "terminated", 0, "truncated", truncated, "info",
-                            info);
+                            "reward", reward, "terminated", terminated, "truncated", truncated,
+                            "info", info);
     api_error e = {0};
     int rc = ep_record(ep, rec, &e);
     json_decref(rec);
     json_decref(recorded);
     json_decref(raws);
+    json_decref(final);
     if (rc != 0) {
         /* Not recorded means not acknowledged: the client may retry the turn. */
         ep->step--;
         json_decref(observations);
         json_decref(info);
+        json_decref(reward);
         api_fail_from(resp, &e);
         return;
     }
-    if (truncated)
+    if (terminated)
+        ep_mark_done(srv->episodes, ep, EP_TERMINATED);
+    else if (truncated)
         ep_mark_done(srv->episodes, ep, EP_TRUNCATED);
+    if (json_is_number(reward))
+        ep->total_reward += json_number_value(reward);
     json_object_set_new(json_object_get(info, "timing"), "record_ms",
                         json_real(mono_ms() - t1));
     json_t *out = json_object();
@@ -218,8 +273,8 @@ void step_run(server *srv, episode *ep, const json_t *body, const char *shorthan
     else
         json_object_set(out, "observations", observations);
     json_decref(observations);
-    json_object_set_new(out, "reward", json_real(reward));
-    json_object_set_new(out, "terminated", json_false());
+    json_object_set_new(out, "reward", reward);
+    json_object_set_new(out, "terminated", json_boolean(terminated));
     json_object_set_new(out, "truncated", json_boolean(truncated));
     json_object_set_new(out, "info", info);
     snprintf(resp->tool, sizeof resp->tool, "%s",

@@ -13,9 +13,12 @@ void tool_result_deinit(tool_result *res)
 {
     free(res->content);
     json_decref(res->data);
+    json_decref(res->final_eval);
     res->content = NULL;
     res->data = NULL;
+    res->final_eval = NULL;
     res->is_error = false;
+    res->terminal = false;
 }
 
 static void tool_set(tool_result *res, bool is_error, json_t *data, char *content)

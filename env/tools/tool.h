@@ -12,7 +12,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct job_table; /* background Bash jobs of one episode: env/tools/jobs.h */
+struct job_table;   /* background Bash jobs of one episode: env/tools/jobs.h */
+struct eval_server; /* the server's evaluation setup: env/harness/eval.h */
+struct ep_eval;     /* one episode's evaluation state */
+struct task;
 
 /* Per-episode limits, set from the server config and the episode's options. */
 typedef struct tool_limits {
@@ -45,12 +48,23 @@ typedef struct tool_env {
     tool_usage_cache *usage;    /* this episode's usage cache, or NULL (always walk) */
     const struct ws_owner *owner; /* who owns files the tools create; NULL: the server */
     struct sandbox *sandbox;    /* runs Bash; NULL or inactive: unsandboxed (weak mode) */
+    /* Compile, Verify, Profile, Submit */
+    struct eval_server *eval;   /* NULL: evaluation unavailable on this server */
+    struct ep_eval *evs;        /* this episode's builds and snapshots */
+    const struct task *task;    /* the episode's task (the reference comes from here) */
+    bool cpu_variant;           /* the episode runs the task's CPU variant, evaluated on CPU */
+    const char *episode_id;     /* names cgroups and logs */
+    uint64_t eval_seed;         /* a fresh server-chosen seed for this call */
+    const char *reward_mode;    /* "milestone" (default), "speedup", "log_speedup" */
+    const char *reward_on;      /* "final" (default) or "best" */
 } tool_env;
 
 typedef struct tool_result {
     bool is_error;
     char *content;              /* malloc'd UTF-8 text the LLM sees (never NULL once run) */
     json_t *data;               /* owned JSON object; "error_code" set when is_error */
+    bool terminal;              /* Submit: the episode ends with this call */
+    json_t *final_eval;         /* Submit: the final evaluation's components (owned), or NULL */
 } tool_result;
 
 typedef void (*tool_run_fn)(const tool_env *env, const json_t *args, tool_result *res);
@@ -91,5 +105,6 @@ int tool_schema_check(const json_t *schema, const json_t *value, char *err, size
 extern const tool_def tool_def_read, tool_def_write, tool_def_edit, tool_def_multiedit;
 extern const tool_def tool_def_glob, tool_def_grep;
 extern const tool_def tool_def_bash, tool_def_bashoutput, tool_def_killbash;
+extern const tool_def tool_def_compile, tool_def_verify, tool_def_profile, tool_def_submit;
 
 #endif

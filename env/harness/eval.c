@@ -1,0 +1,473 @@
+/* eval: one trusted evaluation of a workspace (see eval.h for the order of things). */
+#include "harness/eval.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sandbox/sandbox.h"
+#include "spawn.h"
+#include "task.h"
+#include "tools/fs.h"
+#include "tools/tool.h"
+#include "util/fileio.h"
+
+/* build.h's entry point for an episode (defined with the Compile tool). */
+int build_for_episode(const struct tool_env *env, build_result *res);
+
+#define EVAL_MAX_FILE (64u << 20) /* a source, model_new.py or the built module */
+
+/* snprintf for messages and paths whose truncation is checked (or harmless): a va_list keeps
+ * the compiler's truncation analysis out, the return value says whether it all fitted. */
+static bool fmt(char *out, size_t cap, const char *f, ...) __attribute__((format(printf, 3, 4)));
+static bool fmt(char *out, size_t cap, const char *f, ...)
+{
+    va_list ap;
+    va_start(ap, f);
+    int n = vsnprintf(out, cap, f, ap);
+    va_end(ap);
+    return n >= 0 && (size_t)n < cap;
+}
+
+static double mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* ---- server setup ------------------------------------------------------------------------ */
+
+/* "sm_90a" for compute capability 9.0 (wgmma needs the a-suffixed target), "sm_XY" otherwise. */
+static void arch_of_capability(int major, int minor, char *out, size_t cap)
+{
+    fmt(out, cap, "sm_%d%d%s", major, minor, major == 9 && minor == 0 ? "a" : "");
+}
+
+static void probe_cuda_arch(const char *python, char *arch, size_t cap)
+{
+    const char *argv[] = {python, "-I", "-c",
+                          "import torch; print(*torch.cuda.get_device_capability(0))", NULL};
+    static const char *const ENV[] = {"PATH=/usr/bin:/bin", NULL};
+    spawn_opts o = SPAWN_OPTS_INIT;
+    o.argv = argv;
+    o.envp = ENV;
+    o.timeout_ms = 120000;
+    spawn_result r;
+    int major = 0, minor = 0;
+    if (spawn_run(&o, &r) == 0 && r.exit_code == 0 && r.out.data &&
+        sscanf(r.out.data, "%d %d", &major, &minor) == 2 && major > 0)
+        arch_of_capability(major, minor, arch, cap);
+    spawn_result_deinit(&r);
+}
+
+int eval_server_init(eval_server *es, const eval_config *cfg, struct sandbox *sbx, char *err,
+                     size_t errcap)
+{
+    memset(es, 0, sizeof *es);
+    pthread_mutex_init(&es->baseline_lock, NULL);
+    es->sbx = sbx;
+    es->compile_jobs = cfg->compile_jobs > 0 ? cfg->compile_jobs : 2;
+    es->compile_timeout_ms = cfg->compile_timeout_ms > 0 ? cfg->compile_timeout_ms : 600000;
+    es->eval_timeout_ms = cfg->eval_timeout_ms > 0 ? cfg->eval_timeout_ms : 900000;
+    es->lease_timeout_ms = cfg->lease_timeout_ms > 0 ? cfg->lease_timeout_ms : 600000;
+    fmt(es->template_dir, sizeof es->template_dir, "%s", cfg->template_dir);
+    fmt(es->harness_dir, sizeof es->harness_dir, "%s", cfg->harness_dir);
+    fmt(es->cache_dir, sizeof es->cache_dir, "%s", cfg->cache_dir);
+    if (gpu_pool_init(&es->gpus, cfg->dev_dir[0] ? cfg->dev_dir : "/dev",
+                      cfg->gpus[0] && strcmp(cfg->gpus, "all") != 0 ? cfg->gpus : NULL) < 0) {
+        fmt(err, errcap, "--gpus: expected 'all', 'none' or a list like 0,2");
+        return -1;
+    }
+    if (strcmp(cfg->gpus, "none") == 0)
+        es->gpus.n = 0;
+    if (!cfg->python[0]) {
+        fmt(es->unavailable, sizeof es->unavailable,
+                 "evaluation needs a Python with torch: start the server with --sandbox-python");
+        return 0;
+    }
+    char judge[PATH_MAX + 16];
+    fmt(judge, sizeof judge, "%s/judge.py", es->harness_dir);
+    if (access(judge, R_OK) != 0) {
+        fmt(err, errcap, "the harness is missing: %s (see --harness)", judge);
+        return -1;
+    }
+    if (mkdir(es->cache_dir, 0700) != 0 && errno != EEXIST) {
+        fmt(err, errcap, "cannot create the build cache %s: %s", es->cache_dir,
+                 strerror(errno));
+        return -1;
+    }
+    char arch[32] = "";
+    fmt(arch, sizeof arch, "%s", cfg->cuda_arch);
+    if (!arch[0] && es->gpus.n > 0)
+        probe_cuda_arch(cfg->python, arch, sizeof arch);
+    char perr[512];
+    if (build_toolchain_probe(&es->tc, cfg->python, cfg->cuda_home, arch, perr, sizeof perr) != 0) {
+        fmt(es->unavailable, sizeof es->unavailable, "the toolchain probe failed: %s", perr);
+        return 0;
+    }
+    es->ready = true;
+    return 0;
+}
+
+void eval_server_deinit(eval_server *es)
+{
+    gpu_pool_deinit(&es->gpus);
+    pthread_mutex_destroy(&es->baseline_lock);
+}
+
+json_t *eval_server_json(const eval_server *es)
+{
+    json_t *j = json_pack("{s:b, s:i}", "ready", es->ready, "gpus", es->gpus.n);
+    if (!es->ready)
+        json_object_set_new(j, "unavailable", json_string(es->unavailable));
+    else
+        json_object_set_new(j, "toolchain", build_toolchain_json(&es->tc));
+    json_object_set_new(j, "devices",
+                        es->gpus.n > 0 ? json_pack("[s,s]", "cuda", "cpu") : json_pack("[s]", "cpu"));
+    return j;
+}
+
+void ep_eval_init(ep_eval *ev, const char *episode_dir)
+{
+    memset(ev, 0, sizeof *ev);
+    fmt(ev->build_dir, sizeof ev->build_dir, "%s/build", episode_dir);
+    fmt(ev->eval_dir, sizeof ev->eval_dir, "%s/eval", episode_dir);
+}
+
+void ep_eval_reset(ep_eval *ev)
+{
+    json_decref(ev->best);
+    ev->best = NULL;
+    ev->so_path[0] = ev->build_key[0] = '\0';
+}
+
+void ep_eval_deinit(ep_eval *ev)
+{
+    ep_eval_reset(ev);
+}
+
+/* ---- snapshot ---------------------------------------------------------------------------- */
+
+/* Writes data to dir/name as a root-owned read-only file (the candidate cannot change it). */
+static int put_file(const char *dir, const char *name, const char *data, size_t len)
+{
+    char path[PATH_MAX * 2];
+    fmt(path, sizeof path, "%s/%s", dir, name);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
+    if (fd < 0)
+        return -1;
+    size_t off = 0;
+    while (off < len) {
+        ssize_t w = write(fd, data + off, len - off);
+        if (w <= 0) {
+            close(fd);
+            return -1;
+        }
+        off += (size_t)w;
+    }
+    return close(fd);
+}
+
+/* Copies a regular file (never through a symlink) into dir/name. */
+static int copy_in(const char *src, const char *dir, const char *name)
+{
+    int fd = open(src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > EVAL_MAX_FILE) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    char *buf = malloc((size_t)st.st_size + 1);
+    ssize_t got = buf ? read(fd, buf, (size_t)st.st_size) : -1;
+    close(fd);
+    int rc = got == st.st_size ? put_file(dir, name, buf, (size_t)got) : -1;
+    free(buf);
+    return rc;
+}
+
+static int rm_tree(const char *path)
+{
+    char cmd_path[PATH_MAX + 8];
+    fmt(cmd_path, sizeof cmd_path, "%s", path);
+    DIR *d = opendir(path);
+    if (!d)
+        return unlink(path) == 0 || errno == ENOENT ? 0 : -1;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        char sub[PATH_MAX * 2];
+        fmt(sub, sizeof sub, "%s/%s", path, e->d_name);
+        struct stat st;
+        if (lstat(sub, &st) == 0 && S_ISDIR(st.st_mode))
+            rm_tree(sub);
+        else
+            unlink(sub);
+    }
+    closedir(d);
+    return rmdir(cmd_path);
+}
+
+/* The candidate's view: model_new.py from the workspace, the kernels exactly as compiled, the
+ * built module and the runner, all root-owned and read-only. */
+static int take_snapshot(const eval_server *es, const tool_env *env, const char *cand,
+                         const char *so_path, char *why, size_t cap)
+{
+    char sub[PATH_MAX * 2];
+    if (mkdir(cand, 0755) != 0) {
+        fmt(why, cap, "cannot create %s: %s", cand, strerror(errno));
+        return -1;
+    }
+    fs_file f = {0};
+    int rc = fs_load(env->root_fd, "model_new.py", 1u << 20, &f);
+    if (rc != 0) {
+        fmt(why, cap, "model_new.py: %s", ws_err_code(rc));
+        return 1; /* the candidate's fault */
+    }
+    rc = put_file(cand, "model_new.py", f.data, f.len);
+    fs_file_free(&f);
+    fmt(sub, sizeof sub, "%s/kernels", cand);
+    if (rc != 0 || mkdir(sub, 0755) != 0)
+        goto infra;
+    char src_dir[PATH_MAX + 32];
+    fmt(src_dir, sizeof src_dir, "%s/src/kernels", env->evs->build_dir);
+    DIR *d = opendir(src_dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char from[PATH_MAX * 2];
+        fmt(from, sizeof from, "%s/%s", src_dir, e->d_name);
+        if (copy_in(from, sub, e->d_name) != 0) {
+            closedir(d);
+            goto infra;
+        }
+    }
+    if (d)
+        closedir(d);
+    fmt(sub, sizeof sub, "%s/ext", cand);
+    char runner[PATH_MAX + 16];
+    fmt(runner, sizeof runner, "%s/runner.py", es->harness_dir);
+    if (mkdir(sub, 0755) != 0 || copy_in(so_path, sub, "cuda_extension.so") != 0 ||
+        copy_in(runner, cand, "runner.py") != 0)
+        goto infra;
+    return 0;
+infra:
+    fmt(why, cap, "cannot snapshot the workspace into %s: %s", cand, strerror(errno));
+    return -1;
+}
+
+/* ---- the judge --------------------------------------------------------------------------- */
+
+/* The candidate runner's command line: the launcher's (candidate profile, the episode's uid,
+ * the leased GPU's node only) or, in weak mode, the runner itself. "@FD@" is the channel fd,
+ * filled in by the judge. */
+static json_t *candidate_argv(eval_server *es, const tool_env *env, const char *cand,
+                              const char *gpu_node, const char *visible, sandbox_job **job,
+                              char *why, size_t cap)
+{
+    const char *py = es->tc.python;
+    bool boxed = env->sandbox && env->sandbox->active && env->owner;
+    char module[PATH_MAX * 2], ext[PATH_MAX * 2], runner[PATH_MAX * 2];
+    const char *root = boxed ? "/workspace" : cand;
+    fmt(module, sizeof module, "%s/model_new.py", root);
+    fmt(ext, sizeof ext, "%s/ext", root);
+    fmt(runner, sizeof runner, "%s/runner.py", root);
+    const char *inner[] = {py, "-I", runner, "--fd", "@FD@", "--kind", "candidate", "--module",
+                           module, "--ext-dir", ext, NULL};
+    json_t *argv = json_array();
+    if (!boxed) {
+        for (int i = 0; inner[i]; i++)
+            json_array_append_new(argv, json_string(inner[i]));
+        return argv;
+    }
+    const char *gpus[] = {gpu_node, NULL};
+    char vis[64];
+    fmt(vis, sizeof vis, "CUDA_VISIBLE_DEVICES=%s", visible ? visible : "");
+    const char *envs[] = {vis, NULL};
+    sandbox_cmd cmd = {.profile = "candidate", .workspace = cand, .uid = env->owner->uid,
+                       .gid = env->owner->gid, .argv = inner, .tag = env->episode_id,
+                       .gpu_devices = gpu_node ? gpus : NULL, .env = visible ? envs : NULL};
+    *job = sandbox_job_new(env->sandbox, &cmd, why, cap);
+    if (!*job) {
+        json_decref(argv);
+        return NULL;
+    }
+    const char *const *a = sandbox_job_argv(*job);
+    for (int i = 0; a[i]; i++) {
+        if (strcmp(a[i], "--") == 0) { /* the channel survives the launcher's fd sweep */
+            json_array_append_new(argv, json_string("--keep-fd"));
+            json_array_append_new(argv, json_string("@FD@"));
+        }
+        json_array_append_new(argv, json_string(a[i]));
+    }
+    return argv;
+}
+
+static json_t *infra(const char *why, const char *detail)
+{
+    char msg[1024];
+    fmt(msg, sizeof msg, why, detail);
+    return json_pack("{s:s, s:s}", "eval_status", "infra_error", "error", msg);
+}
+
+/* Runs judge.py on job (written to dir/job.json); returns its verdict or an infra error. */
+static json_t *run_judge(eval_server *es, const char *dir, json_t *job, const char *visible)
+{
+    char job_path[PATH_MAX + 16], result_path[PATH_MAX + 16], judge[PATH_MAX + 16];
+    fmt(job_path, sizeof job_path, "%s/job.json", dir);
+    fmt(result_path, sizeof result_path, "%s/result.json", dir);
+    fmt(judge, sizeof judge, "%s/judge.py", es->harness_dir);
+    json_object_set_new(job, "result_path", json_string(result_path));
+    if (json_dump_file(job, job_path, JSON_COMPACT) != 0)
+        return infra("cannot write %s", job_path);
+    char vis[64], inductor[PATH_MAX + 48], home[PATH_MAX + 16];
+    fmt(vis, sizeof vis, "CUDA_VISIBLE_DEVICES=%s", visible ? visible : "");
+    fmt(inductor, sizeof inductor, "TORCHINDUCTOR_CACHE_DIR=%s/inductor", es->cache_dir);
+    fmt(home, sizeof home, "HOME=%s", es->cache_dir);
+    const char *envp[] = {"PATH=/usr/local/bin:/usr/bin:/bin", vis, inductor, home, "LANG=C.UTF-8",
+                          NULL};
+    const char *argv[] = {es->tc.python, "-I", judge, job_path, NULL};
+    spawn_opts o = SPAWN_OPTS_INIT;
+    o.argv = argv;
+    o.envp = envp;
+    o.cwd = dir;
+    o.timeout_ms = es->eval_timeout_ms;
+    o.kill_grace_ms = 2000;
+    o.capture_cap = 64 << 10;
+    spawn_result r;
+    int rc = spawn_run(&o, &r);
+    json_error_t jerr;
+    json_t *verdict = rc == 0 ? json_load_file(result_path, 0, &jerr) : NULL;
+    if (!verdict || !json_is_object(verdict)) {
+        json_decref(verdict);
+        char detail[900];
+        fmt(detail, sizeof detail, "%s; stderr: %.600s",
+                 rc != 0 ? "the judge could not start"
+                 : r.timed_out ? "the evaluation timed out"
+                               : "the judge left no verdict",
+                 r.err.data ? r.err.data : "");
+        verdict = infra("the judge failed: %s", detail);
+        if (rc == 0 && r.timed_out)
+            json_object_set_new(verdict, "eval_timeout_ms", json_integer(es->eval_timeout_ms));
+    }
+    spawn_result_deinit(&r);
+    return verdict;
+}
+
+static json_t *judge_job(eval_server *es, const tool_env *env, const char *mode, const char *cand,
+                         const char *ref_path, json_t *cand_argv)
+{
+    const struct task *tk = env->task;
+    char runner[PATH_MAX + 16];
+    fmt(runner, sizeof runner, "%s/runner.py", es->harness_dir);
+    return json_pack("{s:s, s:s, s:s, s:s, s:o, s:s, s:s, s:I, s:f, s:f, s:i, s:s, s:b, "
+                     "s:{s:i, s:i, s:i, s:f}}",
+                     "mode", mode, "device", env->cpu_variant ? "cpu" : "cuda", "reference",
+                     ref_path, "candidate_dir", cand, "candidate_argv", cand_argv,
+                     "baseline_python", es->tc.python, "runner_path", runner, "seed",
+                     (json_int_t)(env->eval_seed >> 1), "atol", tk->atol, "rtol", tk->rtol,
+                     "checks", 5, "cache_dir", es->cache_dir, "probe", 1, "timing", "warmup", 2,
+                     "min_reps", 10, "max_reps", 100, "budget_s", env->cpu_variant ? 1.5 : 1.0);
+}
+
+/* One evaluation: build, snapshot, lease, judge. Never NULL: {eval_status, compiled, correct,
+ * ...}; eval_status "infra_error" means no verdict could be reached (not the agent's fault). */
+json_t *eval_run(eval_server *es, const tool_env *env, const char *mode)
+{
+    double t0 = mono_ms();
+    if (!es || !es->ready)
+        return infra("evaluation is unavailable on this server: %s",
+                     es ? es->unavailable : "no harness");
+    if (!env->cpu_variant && es->gpus.n == 0)
+        return infra("%s", "this server has no GPU: create the episode with "
+                           "options.variant = \"cpu\" to evaluate on the CPU");
+    build_result br;
+    int brc = build_for_episode(env, &br);
+    if (brc != 0 || !br.ok) {
+        json_t *out = brc != 0 ? infra("the build failed: %s", br.log ? br.log : "")
+                               : json_pack("{s:s, s:b, s:b, s:s, s:s, s:[s]}", "eval_status", "ok",
+                                           "compiled", 0, "correct", 0, "error_code",
+                                           br.error_code ? br.error_code : "COMPILE_ERROR",
+                                           "compile_log", br.log ? br.log : "", "checks_failed",
+                                           "compile");
+        build_result_deinit(&br);
+        return out;
+    }
+    /* Each evaluation gets its own numbered directory: judge/ (root only) and cand/. */
+    char dir[PATH_MAX], cand[PATH_MAX + 8], jdir[PATH_MAX + 8], why[1024] = "";
+    mkdir(env->evs->eval_dir, 0711);
+    fmt(dir, sizeof dir, "%s/%d", env->evs->eval_dir, ++env->evs->n_evals);
+    rm_tree(dir);
+    fmt(cand, sizeof cand, "%s/cand", dir);
+    fmt(jdir, sizeof jdir, "%s/judge", dir);
+    if (mkdir(dir, 0711) != 0 || mkdir(jdir, 0700) != 0) {
+        build_result_deinit(&br);
+        return infra("cannot create %s", dir);
+    }
+    int snap = take_snapshot(es, env, cand, br.so_path, why, sizeof why);
+    json_t *build_info = json_pack("{s:f, s:i, s:i, s:s}", "ms", br.ms, "compiled", br.compiled,
+                                   "cached", br.cached, "key", br.key);
+    build_result_deinit(&br);
+    if (snap != 0) {
+        json_decref(build_info);
+        return snap > 0 ? json_pack("{s:s, s:b, s:b, s:s, s:s, s:[s]}", "eval_status", "ok",
+                                    "compiled", 1, "correct", 0, "error_code", "INCORRECT",
+                                    "error", why, "checks_failed", "model_new.py missing")
+                        : infra("%s", why);
+    }
+    const char *code = env->cpu_variant && env->task->code_cpu ? env->task->code_cpu
+                                                               : env->task->code;
+    if (put_file(jdir, "reference.py", code, strlen(code)) != 0) {
+        json_decref(build_info);
+        return infra("cannot write the reference into %s", jdir);
+    }
+    char ref_path[PATH_MAX + 32];
+    fmt(ref_path, sizeof ref_path, "%s/reference.py", jdir);
+
+    int slot = -1;
+    double waited = 0;
+    char visible[16] = "";
+    if (!env->cpu_variant) {
+        slot = gpu_lease_acquire(&es->gpus, es->lease_timeout_ms, &waited);
+        if (slot < 0) {
+            json_decref(build_info);
+            json_t *out = infra("%s", "no GPU lease within the lease timeout");
+            json_object_set_new(out, "lease_wait_ms", json_real(waited));
+            return out;
+        }
+        fmt(visible, sizeof visible, "%d", es->gpus.index[slot]);
+    }
+    sandbox_job *job = NULL;
+    json_t *argv = candidate_argv(es, env, cand, slot >= 0 ? es->gpus.node[slot] : NULL,
+                                  slot >= 0 ? visible : NULL, &job, why, sizeof why);
+    json_t *verdict;
+    if (!argv) {
+        verdict = infra("cannot set up the candidate sandbox: %s", why);
+    } else {
+        json_t *jb = judge_job(es, env, mode, cand, ref_path, argv);
+        verdict = run_judge(es, jdir, jb, slot >= 0 ? visible : NULL);
+        json_decref(jb);
+    }
+    sandbox_job_free(job); /* whatever the candidate left running dies with its cgroup */
+    if (slot >= 0)
+        gpu_lease_release(&es->gpus, slot);
+    json_object_set_new(verdict, "build", build_info);
+    json_object_set_new(verdict, "lease_wait_ms", json_real(waited));
+    if (slot >= 0)
+        json_object_set_new(verdict, "gpu", json_integer(es->gpus.index[slot]));
+    json_object_set_new(verdict, "snapshot", json_integer(env->evs->n_evals));
+    json_object_set_new(verdict, "eval_ms", json_real(mono_ms() - t0));
+    json_object_set_new(verdict, "mode", json_string(mode));
+    return verdict;
+}

@@ -1,0 +1,613 @@
+"""kgym judge: the trusted side of one evaluation (Verify, Profile or the final one of Submit).
+
+Started by the server (env/harness/eval.c) with the path of a job file; writes its verdict as JSON to
+job["result_path"], a file in a directory the candidate never sees. It
+
+  * scans the candidate's sources (scan.py) and refuses forbidden code before running any;
+  * builds the reference Model from the task store's model.py (never the workspace's), in this
+    process, and computes every expected output itself;
+  * starts the candidate runner (runner.py) in the candidate sandbox with the launcher argv the
+    server built, and the baseline runners (the same runner.py, on the reference) outside it;
+  * feeds every call fresh inputs and weights drawn from the server's seed, through shared
+    memory it owns, and reads the outputs back from there (nothing the candidate prints is
+    parsed);
+  * checks K fresh input sets plus a mixed-sign probe, requires outputs to track the reference
+    across inputs (not only land inside the tolerance), and checks every timed output too;
+  * times each call from this process over the whole round trip (the runner synchronises the
+    device before it writes outputs, so side streams and host threads are inside the window),
+    with warm-up and an L2 flush between calls, and subtracts the fixed cost of the round trip
+    measured on the trusted runner.
+"""
+import array
+import contextlib
+import fcntl
+import hashlib
+import json
+import math
+import os
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import scan  # noqa: E402
+
+HARNESS_VERSION = "kgym-judge-1"
+MSG_MAX = 1 << 20
+ALIGN = 256
+
+# aten ops a candidate's forward may run: allocation, views, metadata. Anything else recorded
+# during the candidate's forward is PyTorch compute (the dynamic backstop of the static scan).
+ALLOWED_OPS = {
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like",
+    "new_zeros", "ones", "ones_like", "new_ones", "full", "full_like", "new_full", "fill_", "zero_",
+    "view", "_unsafe_view", "reshape", "_reshape_alias", "as_strided", "expand", "permute",
+    "transpose", "t", "squeeze", "unsqueeze", "slice", "select", "alias", "detach", "lift_fresh",
+    "clone", "contiguous", "flatten", "unflatten", "view_as", "reshape_as", "expand_as", "split",
+    "chunk", "unbind", "narrow", "movedim", "sym_size", "sym_stride", "sym_numel", "sym_storage_offset",
+    "is_contiguous", "size", "stride", "dim", "numel", "_local_scalar_dense",
+}
+
+
+class Infra(Exception):
+    """Our fault, not the candidate's: no reward either way."""
+
+
+class CandidateFailed(Exception):
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+
+
+# ---- the channel to a runner ------------------------------------------------------------------
+class Channel:
+    """One runner process and its SOCK_SEQPACKET channel."""
+
+    def __init__(self, argv_template, env, log_cap, timeout_s):
+        self.sock, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        fd = str(child.fileno())
+        argv = [fd if a == "@FD@" else a for a in argv_template]
+        self.log = bytearray()
+        self.log_cap = log_cap
+        self.proc = subprocess.Popen(argv, pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                                     start_new_session=True)
+        child.close()
+        self.timeout_s = timeout_s
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self):
+        """Keeps the tail of what the runner prints (shown to the agent, never parsed)."""
+        for chunk in iter(lambda: self.proc.stdout.read(4096), b""):
+            self.log += chunk
+            if len(self.log) > self.log_cap:
+                del self.log[: len(self.log) - self.log_cap]
+
+    def log_text(self):
+        return self.log.decode("utf-8", "replace")
+
+    def call(self, msg, fds=(), timeout_s=None):
+        data = json.dumps(msg).encode()
+        anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else []
+        self.sock.settimeout(timeout_s or self.timeout_s)
+        try:
+            self.sock.sendmsg([data], anc)
+            raw = self.sock.recv(MSG_MAX)
+        except socket.timeout:
+            raise CandidateFailed("TIMEOUT", f"no answer to '{msg['op']}' within {timeout_s or self.timeout_s:.0f} s")
+        except OSError as exc:
+            raise CandidateFailed("RUNTIME_ERROR", f"the process died ({exc}); output:\n{self.log_text()[-2000:]}")
+        if not raw:
+            time.sleep(0.1)
+            raise CandidateFailed("RUNTIME_ERROR", f"the process exited (status {self.proc.poll()}); output:\n"
+                                  f"{self.log_text()[-2000:]}")
+        try:
+            reply = json.loads(raw.decode())
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise CandidateFailed("RUNTIME_ERROR", "the process answered something other than the protocol")
+        if not isinstance(reply, dict) or reply.get("ok") is not True:
+            err = reply.get("error") if isinstance(reply, dict) else None
+            raise CandidateFailed("RUNTIME_ERROR", str(err)[:4000] if err else "the runner refused")
+        return reply
+
+    def timed_call(self, msg, timeout_s=None):
+        t0 = time.perf_counter()
+        reply = self.call(msg, timeout_s=timeout_s)
+        return time.perf_counter() - t0, reply
+
+    def close(self):
+        with contextlib.suppress(Exception):
+            self.sock.settimeout(2)
+            self.sock.send(json.dumps({"op": "bye"}).encode())
+            self.sock.recv(MSG_MAX)
+        with contextlib.suppress(Exception):
+            self.sock.close()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, 9)
+            self.proc.wait()
+
+
+# ---- shared memory ----------------------------------------------------------------------------
+class Shared:
+    """One memfd the judge owns, mapped here and in the runner."""
+
+    def __init__(self, torch, nbytes):
+        import mmap
+
+        self.torch = torch
+        self.nbytes = nbytes
+        self.fd = os.memfd_create("kgym-io", 0)
+        os.ftruncate(self.fd, nbytes)
+        self.map = mmap.mmap(self.fd, nbytes)
+        self.base = torch.frombuffer(self.map, dtype=torch.uint8)
+
+    def layout(self, tensors, start):
+        """Specs placing each tensor after start, aligned; returns (specs, end)."""
+        specs, off = [], start
+        for t in tensors:
+            n = t.numel() * t.element_size()
+            specs.append({"offset": off, "nbytes": n, "shape": list(t.shape),
+                          "dtype": str(t.dtype).replace("torch.", "")})
+            off += (n + ALIGN - 1) // ALIGN * ALIGN
+        if off > self.nbytes:
+            raise Infra(f"tensors need {off} bytes of shared memory, {self.nbytes} were made")
+        return specs, off
+
+    def view(self, spec):
+        torch = self.torch
+        dtype = getattr(torch, spec["dtype"])
+        if spec["nbytes"] == 0:
+            return torch.empty(spec["shape"], dtype=dtype)
+        return self.base[spec["offset"]: spec["offset"] + spec["nbytes"]].view(dtype).view(spec["shape"])
+
+    def write(self, spec, t):
+        self.view(spec).copy_(t.detach().reshape(spec["shape"]))
+
+
+def nbytes_of(tensors):
+    return sum((t.numel() * t.element_size() + ALIGN - 1) // ALIGN * ALIGN for t in tensors)
+
+
+# ---- the evaluation ---------------------------------------------------------------------------
+class Judge:
+    def __init__(self, job):
+        self.job = job
+        import torch
+
+        self.torch = torch
+        self.device = job["device"]
+        self.rng = random.Random(job["seed"])
+        self.atol = float(job.get("atol", 1e-2))
+        self.rtol = float(job.get("rtol", 1e-2))
+        self.checks_failed = []
+        self.components = {"checks": []}
+        self.ref_mod = load_reference(job["reference"])
+        self.init_args = list(self.ref_mod.get_init_inputs())
+        self.flush_buf = None
+        if self.device == "cuda":
+            torch.cuda.init()
+            self.flush_buf = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+
+    def new_seed(self):
+        return self.rng.getrandbits(63)
+
+    # -- reference side --
+    def fresh_weights(self):
+        torch = self.torch
+        torch.manual_seed(self.new_seed())
+        model = self.ref_mod.Model(*self.init_args)
+        return {k: v.detach().to(self.device) for k, v in model.state_dict().items()}
+
+    def fresh_inputs(self, probe=False):
+        torch = self.torch
+        torch.manual_seed(self.new_seed())
+        ctx = torch.device(self.device) if self.device == "cuda" else contextlib.nullcontext()
+        with ctx:
+            values = list(self.ref_mod.get_inputs())
+        out = []
+        for v in values:
+            if isinstance(v, torch.Tensor):
+                v = v.to(self.device)
+                if probe and v.is_floating_point():
+                    # mixed-sign, wider inputs than the task's own distribution: catches answers
+                    # that only hold on it (the identity for ReLU on U[0,1), closed-form means)
+                    v = torch.randn_like(v) * max(1.0, float(v.abs().amax()))
+            out.append(v)
+        return out
+
+    def reference(self, weights, inputs):
+        torch = self.torch
+        model = self.ref_model
+        model.load_state_dict(weights, strict=True)
+        with torch.no_grad():
+            out = model(*[v.clone() if isinstance(v, torch.Tensor) else v for v in inputs])
+        flat = flatten(torch, out)
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+        return [t.detach() for t in flat]
+
+    # -- shared memory plan --
+    def plan(self):
+        torch = self.torch
+        self.ref_model = self.ref_mod.Model(*self.init_args).to(self.device).eval()
+        w = self.fresh_weights()
+        x = self.fresh_inputs()
+        y = self.reference(w, x)
+        self.out_template = y
+        tensors_in = [v for v in x if isinstance(v, torch.Tensor)]
+        size = nbytes_of(w.values()) + 2 * nbytes_of(tensors_in) + 2 * nbytes_of(y) + (1 << 20)
+        self.shm = Shared(torch, size)
+        self.w_specs, self.w_end = self.shm.layout(list(w.values()), 0)
+        self.out_specs, self.out_end = self.shm.layout(y, self.w_end)
+        return w, x, y
+
+    def send_weights(self, ch, weights):
+        specs, _ = self.shm.layout(list(weights.values()), 0)
+        for spec, (name, t) in zip(specs, weights.items()):
+            spec["name"] = name
+            self.shm.write(spec, t)
+        ch.call({"op": "weights", "tensors": specs})
+
+    def stage(self, ch, inputs):
+        torch = self.torch
+        tensors = [v for v in inputs if isinstance(v, torch.Tensor)]
+        specs, _ = self.shm.layout(tensors, self.out_end)
+        it = iter(specs)
+        wire = []
+        for v in inputs:
+            if isinstance(v, torch.Tensor):
+                spec = next(it)
+                self.shm.write(spec, v)
+                wire.append(dict(spec, kind="tensor"))
+            else:
+                wire.append({"kind": "value", "value": v})
+        ch.call({"op": "stage", "inputs": wire, "outputs": self.out_specs})
+
+    def read_outputs(self):
+        return [self.shm.view(s).clone() for s in self.out_specs]
+
+    def flush_l2(self):
+        if self.flush_buf is not None:
+            self.flush_buf.zero_()
+            self.torch.cuda.synchronize()
+
+    # -- checks --
+    def compare(self, got, want, label):
+        """Elementwise allclose plus a normalised error; returns (ok, stats)."""
+        torch = self.torch
+        worst_abs, worst_rel, ok, why = 0.0, 0.0, True, ""
+        for i, (g, w) in enumerate(zip(got, want)):
+            g = g.to(w.device).double()
+            w = w.double()
+            finite = torch.isfinite(w)
+            if not torch.equal(torch.isnan(g), torch.isnan(w)) or not torch.equal(torch.isinf(g), torch.isinf(w)):
+                ok, why = False, f"output {i}: NaN/Inf where the reference has none (or the reverse)"
+                continue
+            d = (g - w).abs()[finite]
+            wf = w[finite]
+            if d.numel():
+                worst_abs = max(worst_abs, float(d.max()))
+                worst_rel = max(worst_rel, float((d / wf.abs().clamp_min(1e-12)).max()))
+            if not torch.allclose(g[finite], wf, atol=self.atol, rtol=self.rtol):
+                ok, why = False, f"output {i}: not within atol={self.atol} rtol={self.rtol} (max abs err {float(d.max()) if d.numel() else 0:.3g})"
+                continue
+            norm_w = float(wf.norm())
+            if norm_w > 0:
+                rel_l2 = float(d.norm()) / norm_w
+                if rel_l2 > self.rtol:
+                    ok, why = False, f"output {i}: relative L2 error {rel_l2:.3g} above {self.rtol}"
+        return ok, {"label": label, "ok": ok, "max_abs_err": worst_abs, "max_rel_err": worst_rel,
+                    **({"why": why} if why else {})}
+
+    def check_call(self, ch, weights, inputs, label, record=False, want=None):
+        if weights is not None:
+            self.send_weights(ch, weights)
+        self.stage(ch, inputs)
+        reply = ch.call({"op": "run", "seq": 0, "record_ops": record})
+        got = self.read_outputs()
+        want = want if want is not None else self.reference(weights if weights is not None else self.cur_w, inputs)
+        ok, stats = self.compare(got, want, label)
+        return ok, stats, got, want, reply
+
+    def correctness(self, ch, w0, x0, y0):
+        """K checks with fresh weights and inputs each, then the probe; records tracking data."""
+        k = int(self.job.get("checks", 5))
+        refs, errs = [], []
+        for i in range(k):
+            w = w0 if i == 0 else self.fresh_weights()
+            x = x0 if i == 0 else self.fresh_inputs()
+            self.cur_w = w
+            ok, stats, got, want, reply = self.check_call(ch, w, x, f"check {i + 1}", record=(i == 0),
+                                                         want=y0 if i == 0 else None)
+            if i == 0:
+                self.check_ops(reply.get("ops"))
+            self.components["checks"].append(stats)
+            if not ok:
+                raise CandidateFailed("INCORRECT", f"check {i + 1} of {k} failed: {stats['why']}")
+            refs.append(flat_cat(self.torch, want))
+            errs.append(float((flat_cat(self.torch, got).to(refs[-1].device) - refs[-1]).norm()))
+        self.tracking(refs, errs)
+        if self.job.get("probe", True):
+            self.probe(ch)
+
+    def check_ops(self, ops):
+        if ops is None:
+            return
+        bad = sorted(set(ops) - ALLOWED_OPS)
+        self.components["ops_seen"] = ops[:200]
+        if bad:
+            raise CandidateFailed("FORBIDDEN_CODE", "PyTorch compute ran in ModelNew.forward: aten::" +
+                                  ", aten::".join(bad[:20]) + " (only cuda_extension kernels may compute)")
+
+    def tracking(self, refs, errs):
+        """An output must follow the reference across inputs, not merely sit inside the tolerance."""
+        torch = self.torch
+        if len(refs) < 2:
+            return
+        var = statistics.mean(float((refs[i] - refs[i - 1]).norm()) for i in range(1, len(refs)))
+        scale = statistics.mean(float(r.norm()) for r in refs)
+        self.components["reference_variation"] = var
+        if var <= 1e-7 * max(scale, 1e-30):
+            self.components["reference_degenerate"] = True  # the task itself ignores its inputs
+            return
+        ratio = max(errs) / var
+        self.components["tracking_ratio"] = ratio
+        if ratio > 0.5:
+            raise CandidateFailed("INCORRECT", f"the output does not track the reference across inputs: its error "
+                                  f"({max(errs):.3g}) is {ratio:.2f}x the reference's own change between inputs")
+        del torch
+
+    def probe(self, ch):
+        torch = self.torch
+        x = self.fresh_inputs(probe=True)
+        want = self.reference(self.cur_w, x)
+        if not all(bool(torch.isfinite(t).all()) for t in want if t.is_floating_point()):
+            self.components["probe"] = "skipped: the reference is not finite on mixed-sign inputs"
+            return
+        ok, stats, _, _, _ = self.check_call(ch, None, x, "probe (mixed-sign inputs)", want=want)
+        self.components["checks"].append(stats)
+        self.components["probe"] = "passed" if ok else "failed"
+        if not ok:
+            raise CandidateFailed("INCORRECT", f"the mixed-sign probe failed: {stats['why']}")
+
+    # -- timing --
+    def timed(self, ch, check=True):
+        """Times calls on fresh inputs (each output checked); returns per-call seconds."""
+        t = self.job.get("timing", {})
+        warm, min_reps, max_reps = int(t.get("warmup", 2)), int(t.get("min_reps", 10)), int(t.get("max_reps", 100))
+        budget = float(t.get("budget_s", 2.0))
+        times, spent, i = [], 0.0, 0
+        while i < warm + max_reps:
+            x = self.fresh_inputs()
+            want = self.reference(self.cur_w, x)
+            self.stage(ch, x)
+            self.flush_l2()
+            dt, _ = ch.timed_call({"op": "run", "seq": i})
+            got = self.read_outputs()
+            if check:
+                ok, stats = self.compare(got, want, f"timed call {i + 1}")
+                if not ok:
+                    raise CandidateFailed("INCORRECT", f"timed call {i + 1} returned a wrong output: {stats['why']}")
+            if i >= warm:
+                times.append(dt)
+                spent += dt
+                if len(times) >= min_reps and spent > budget:
+                    break
+            i += 1
+        return times
+
+    def overhead(self, ch):
+        """The round trip + output copy without any model: subtracted from every timing."""
+        ch.call({"op": "prepare_copyonly", "outputs": self.out_specs})
+        times = []
+        for i in range(30):
+            self.flush_l2()
+            dt, _ = ch.timed_call({"op": "copyonly", "seq": i})
+            times.append(dt)
+        return statistics.median(times[5:])
+
+    # -- runners --
+    def env_for_runner(self):
+        env = {k: v for k, v in os.environ.items() if k in ("PATH", "CUDA_VISIBLE_DEVICES", "HOME", "LANG", "TMPDIR",
+                                                            "OMP_NUM_THREADS", "TORCHINDUCTOR_CACHE_DIR")}
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        return env
+
+    def baseline_channel(self, kind):
+        job = self.job
+        argv = [job["baseline_python"], "-I", job["runner_path"], "--fd", "@FD@", "--kind", kind,
+                "--module", job["reference"]]
+        return self.open_channel(argv, self.env_for_runner(), kind)
+
+    def open_channel(self, argv, env, what):
+        ch = Channel(argv, env, 64 << 10, float(self.job.get("call_timeout_s", 120)))
+        ch.what = what
+        ch.call({"op": "hello", "device": self.device, "init_args": self.init_args, "shm_bytes": self.shm.nbytes},
+                fds=[self.shm.fd], timeout_s=float(self.job.get("start_timeout_s", 300)))
+        return ch
+
+    def run(self):
+        job = self.job
+        comp = self.components
+        comp.update({"harness": HARNESS_VERSION, "device": self.device, "atol": self.atol, "rtol": self.rtol})
+        violations = scan.scan_dir(job["candidate_dir"])
+        if violations:
+            comp["static_violations"] = violations[:50]
+            raise CandidateFailed("FORBIDDEN_CODE", "the static scan refused the candidate:\n" +
+                                  "\n".join(violations[:20]))
+        w0, x0, y0 = self.plan()
+        self.cur_w = w0
+        cand = None
+        try:
+            cand = self.open_channel(job["candidate_argv"], {}, "candidate")
+            self.candidate = cand
+            self.correctness(cand, w0, x0, y0)
+            comp["correct"] = True
+            if job["mode"] in ("profile", "final"):
+                self.profile(cand)
+        finally:
+            if cand is not None:
+                comp["candidate_output"] = cand.log_text()[-4000:]
+                cand.close()
+
+    def profile(self, cand):
+        torch = self.torch
+        comp = self.components
+        base = self.baselines()
+        times = self.timed(cand)
+        oh = base["overhead_ms"] / 1e3
+        cand_ms = [max(t - oh, 1e-6) * 1e3 for t in times]
+        comp["t_candidate_ms"] = statistics.median(cand_ms)
+        comp["spread_candidate"] = spread(cand_ms)
+        comp["reps_candidate"] = len(cand_ms)
+        comp["overhead_ms"] = base["overhead_ms"]
+        comp["t_eager_ms"] = base["t_eager_ms"]
+        comp["spread_eager"] = base.get("spread_eager")
+        comp["t_compile_ms"] = base.get("t_compile_ms")
+        comp["spread_compile"] = base.get("spread_compile")
+        if base.get("compile_unavailable"):
+            comp["compile_unavailable"] = base["compile_unavailable"]
+        comp["baseline_cached"] = base.get("cached", False)
+        comp["baseline_key"] = base["key"]
+        del torch
+
+    # -- baselines (cached per task, device, torch version, seed policy) --
+    def baseline_key(self):
+        torch = self.torch
+        with open(self.job["reference"], "rb") as f:
+            code = f.read()
+        dev = torch.cuda.get_device_name() if self.device == "cuda" else "cpu:" + cpu_model()
+        parts = [HARNESS_VERSION, hashlib.sha256(code).hexdigest(), dev, torch.__version__, "fresh-seed-per-call",
+                 json.dumps(self.job.get("timing", {}), sort_keys=True), str(torch.get_num_threads())]
+        return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32], dev
+
+    def baselines(self):
+        key, dev = self.baseline_key()
+        d = os.path.join(self.job["cache_dir"], "baselines")
+        os.makedirs(d, exist_ok=True)
+        path = os.path.join(d, key + ".json")
+        with open(path + ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # one measurement per key; the others wait and reuse it
+            if os.path.exists(path):
+                with open(path) as f:
+                    base = json.load(f)
+                base["cached"] = True
+                return base
+            base = self.measure_baselines()
+            base.update({"key": key, "device_name": dev, "torch_version": self.torch.__version__,
+                         "measured_unix": time.time()})
+            tmp = path + ".tmp"
+            with open(tmp, "w") as f:
+                json.dump(base, f)
+            os.replace(tmp, path)
+            return base
+
+    def measure_baselines(self):
+        base = {}
+        eager = self.baseline_channel("eager")
+        try:
+            base["overhead_ms"] = self.overhead(eager) * 1e3
+            self.send_weights(eager, self.cur_w)
+            ms = [max(t * 1e3 - base["overhead_ms"], 1e-3) for t in self.timed(eager)]
+            base["t_eager_ms"], base["spread_eager"] = statistics.median(ms), spread(ms)
+        except CandidateFailed as exc:
+            raise Infra(f"the eager baseline failed: {exc}")
+        finally:
+            eager.close()
+        comp = None
+        try:
+            comp = self.baseline_channel("compile")
+            self.send_weights(comp, self.cur_w)
+            ms = [max(t * 1e3 - base["overhead_ms"], 1e-3) for t in self.timed(comp)]
+            base["t_compile_ms"], base["spread_compile"] = statistics.median(ms), spread(ms)
+        except CandidateFailed as exc:
+            base["t_compile_ms"] = None
+            base["compile_unavailable"] = str(exc)[:1000]
+        finally:
+            if comp is not None:
+                comp.close()
+        return base
+
+
+def spread(ms):
+    """Coefficient of variation of the middle 80% of the samples (the tails are noise)."""
+    s = sorted(ms)
+    cut = len(s) // 10
+    mid = s[cut: len(s) - cut] if len(s) - 2 * cut >= 3 else s
+    mean = statistics.mean(mid)
+    return statistics.pstdev(mid) / mean if mean > 0 else 0.0
+
+
+def flatten(torch, out):
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (tuple, list)):
+        return [t for o in out for t in flatten(torch, o)]
+    if isinstance(out, (int, float, bool)):
+        return [torch.tensor(out)]
+    raise Infra(f"the reference returned a {type(out).__name__}")
+
+
+def flat_cat(torch, tensors):
+    return torch.cat([t.detach().reshape(-1).double() for t in tensors]) if tensors else torch.zeros(0)
+
+
+def cpu_model():
+    with contextlib.suppress(OSError):
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    return "unknown"
+
+
+def load_reference(path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("kgym_reference", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    for name in ("Model", "get_inputs", "get_init_inputs"):
+        if not hasattr(mod, name):
+            raise Infra(f"the task's model.py defines no {name}")
+    return mod
+
+
+def main():
+    if len(sys.argv) != 2 or sys.argv[1] in ("-h", "--help"):
+        print("usage: judge.py JOB.json   (started by kgym-env for each evaluation)", file=sys.stderr)
+        return 2
+    with open(sys.argv[1]) as f:
+        job = json.load(f)
+    result = {"eval_status": "ok", "compiled": True, "correct": False}
+    judge = None
+    try:
+        judge = Judge(job)
+        judge.run()
+        result.update(judge.components)
+    except CandidateFailed as exc:
+        if judge is not None:
+            result.update(judge.components)
+        result["correct"] = False
+        result["error_code"] = exc.code
+        result["error"] = str(exc)[:8000]
+        result.setdefault("checks_failed", []).append(f"{exc.code}: {str(exc).splitlines()[0][:300]}")
+    except Exception as exc:  # Infra or a bug of ours: never the agent's fault
+        result = {"eval_status": "infra_error", "error": f"{type(exc).__name__}: {exc}",
+                  "trace": traceback.format_exc(limit=8)[-4000:]}
+    tmp = job["result_path"] + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(result, f, default=str)
+    os.replace(tmp, job["result_path"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,254 @@
+"""kgym runner: runs ONE model (the candidate's ModelNew, or the reference Model for the eager
+and torch.compile baselines) for the trusted judge (judge.py), and nothing else.
+
+The same code serves both sides on purpose: the baselines and the candidate are timed through
+the same path, so fixed costs (the socket round trip, the output copy) are the same for both.
+
+For the candidate this process runs in the candidate sandbox, and everything in it is under the
+agent's control once model_new.py is imported: the agent may patch this very file's functions.
+So nothing here decides anything. The judge times the round trips from its own process, reads
+the outputs from shared memory it owns, and compares them with a reference it computed itself.
+Whatever this process says (errors, the list of ops it saw) is advice the judge may use to
+refuse, never to accept.
+
+Protocol: a SOCK_SEQPACKET socket (fd given as --fd) carries one JSON object per message; the
+judge passes one memfd (SCM_RIGHTS) with the hello message. Tensors travel through that shared
+memory: the judge writes inputs and weights there, the runner writes outputs there.
+"""
+import argparse
+import array
+import importlib.util
+import json
+import mmap
+import os
+import socket
+import sys
+import traceback
+
+MAX_MSG = 1 << 20
+
+
+def recv_msg(sock):
+    fds = array.array("i")
+    data, anc, _flags, _addr = sock.recvmsg(MAX_MSG, socket.CMSG_SPACE(4 * fds.itemsize))
+    for level, kind, payload in anc:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(payload[: len(payload) - (len(payload) % fds.itemsize)])
+    if not data:
+        raise EOFError("the judge closed the channel")
+    return json.loads(data.decode()), list(fds)
+
+
+def send_msg(sock, obj):
+    sock.sendall(json.dumps(obj).encode())
+
+
+class Runner:
+    def __init__(self, args):
+        self.args = args
+        self.torch = None
+        self.model = None
+        self.shm = None
+        self.inputs = []
+        self.outputs = []
+        self.device = "cpu"
+        self.first_run = True
+
+    # ---- shared memory views -----------------------------------------------------------------
+    def view(self, spec):
+        torch = self.torch
+        dtype = getattr(torch, spec["dtype"])
+        n = spec["nbytes"]
+        if n == 0:
+            return torch.empty(spec["shape"], dtype=dtype)
+        flat = torch.frombuffer(self.shm, dtype=torch.uint8, count=n, offset=spec["offset"])
+        return flat.view(dtype).view(spec["shape"])
+
+    # ---- messages ----------------------------------------------------------------------------
+    def hello(self, msg, fds):
+        if len(fds) != 1:
+            raise RuntimeError("hello carries exactly one shared-memory fd")
+        self.shm = mmap.mmap(fds[0], msg["shm_bytes"])
+        os.close(fds[0])
+        self.device = msg["device"]
+        import torch  # noqa: E402  (after the channel is up: import errors are reported)
+
+        self.torch = torch
+        if self.device == "cuda":
+            torch.cuda.init()
+            self.pin_shared_memory()
+        self.model = self.build_model(msg)
+        return {}
+
+    def pin_shared_memory(self):
+        """Page-locks the shared memory so device copies run at full speed (best effort)."""
+        torch = self.torch
+        try:
+            base = torch.frombuffer(self.shm, dtype=torch.uint8)
+            torch.cuda.cudart().cudaHostRegister(base.data_ptr(), base.numel(), 0)
+        except Exception:  # pageable copies are slower, not wrong
+            pass
+
+    def build_model(self, msg):
+        torch = self.torch
+        kind = self.args.kind
+        if kind == "candidate":
+            sys.path.insert(0, self.args.ext_dir)
+            import cuda_extension  # the module Compile built: first on the path, before the agent's code
+
+            mod = load_module("model_new", self.args.module)
+            cls = getattr(mod, "ModelNew", None)
+            if cls is None:
+                raise RuntimeError("model_new.py defines no class ModelNew")
+            del cuda_extension
+        else:
+            mod = load_module("reference", self.args.module)
+            cls = mod.Model
+        model = cls(*msg.get("init_args", []))
+        model = model.to(self.device).eval()
+        if kind == "compile":
+            model = torch.compile(model)
+        return model
+
+    def weights(self, msg, _fds):
+        torch = self.torch
+        target = getattr(self.model, "_orig_mod", self.model)
+        state = {t["name"]: self.view(t).to(self.device, copy=True) for t in msg["tensors"]}
+        with torch.no_grad():
+            target.load_state_dict(state, strict=True)
+        return {}
+
+    def stage(self, msg, _fds):
+        """Fresh input tensors (new storage every call) and the output regions."""
+        values = []
+        for spec in msg["inputs"]:
+            if spec["kind"] == "tensor":
+                values.append(self.view(spec).to(self.device, copy=True))
+            else:
+                values.append(spec["value"])
+        self.inputs = values
+        self.outputs = msg["outputs"]
+        if self.device == "cuda":
+            self.torch.cuda.synchronize()
+        return {}
+
+    def run(self, msg, _fds):
+        torch = self.torch
+        record = msg.get("record_ops", False) and self.args.kind == "candidate"
+        ops = None
+        with torch.no_grad():
+            if record:
+                out, ops = run_recording(torch, self.model, self.inputs)
+            else:
+                out = self.model(*self.inputs)
+            self.write_outputs(out)
+        reply = {"seq": msg.get("seq")}
+        if ops is not None:
+            reply["ops"] = sorted(ops)
+        return reply
+
+    def write_outputs(self, out):
+        torch = self.torch
+        flat = flatten(torch, out)
+        if len(flat) != len(self.outputs):
+            raise RuntimeError(f"forward returned {len(flat)} outputs, the reference {len(self.outputs)}")
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+        for t, spec in zip(flat, self.outputs):
+            if list(t.shape) != spec["shape"] or str(t.dtype) != "torch." + spec["dtype"]:
+                raise RuntimeError(
+                    f"output shape/dtype {list(t.shape)} {t.dtype} differs from the reference's "
+                    f"{spec['shape']} torch.{spec['dtype']}"
+                )
+            self.view(spec).copy_(t)
+
+    def copyonly(self, msg, _fds):
+        """The run path without the model: the judge's measure of the fixed cost it subtracts."""
+        torch = self.torch
+        with torch.no_grad():
+            self.write_outputs(self.scratch)
+        return {"seq": msg.get("seq")}
+
+    def prepare_copyonly(self, msg, _fds):
+        torch = self.torch
+        self.outputs = msg["outputs"]
+        self.scratch = tuple(
+            torch.empty(s["shape"], dtype=getattr(torch, s["dtype"]), device=self.device) for s in self.outputs
+        )
+        return {}
+
+
+def flatten(torch, out):
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (tuple, list)):
+        res = []
+        for o in out:
+            res.extend(flatten(torch, o))
+        return res
+    if isinstance(out, (int, float, bool)):
+        return [torch.tensor(out)]
+    raise RuntimeError(f"forward returned a {type(out).__name__}, not tensors")
+
+
+def run_recording(torch, model, inputs):
+    """Runs one forward under a dispatch mode that records every aten op that ran."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen = set()
+
+    class Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.add(str(func.overloadpacket.__name__))
+            return func(*args, **(kwargs or {}))
+
+    with Record():
+        out = model(*inputs)
+    return out, seen
+
+
+def load_module(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def main():
+    ap = argparse.ArgumentParser(description="kgym runner (started by judge.py; not for humans)")
+    ap.add_argument("--fd", type=int, required=True, help="the judge's SOCK_SEQPACKET channel")
+    ap.add_argument("--kind", choices=["candidate", "eager", "compile"], required=True)
+    ap.add_argument("--module", required=True, help="model_new.py (candidate) or the reference")
+    ap.add_argument("--ext-dir", default="", help="where the built cuda_extension lives")
+    args = ap.parse_args()
+    sock = socket.socket(fileno=args.fd)
+    runner = Runner(args)
+    handlers = {
+        "hello": runner.hello,
+        "weights": runner.weights,
+        "stage": runner.stage,
+        "run": runner.run,
+        "prepare_copyonly": runner.prepare_copyonly,
+        "copyonly": runner.copyonly,
+    }
+    while True:
+        try:
+            msg, fds = recv_msg(sock)
+        except EOFError:
+            return 0
+        op = msg.get("op")
+        if op == "bye":
+            send_msg(sock, {"ok": True})
+            return 0
+        try:
+            reply = handlers[op](msg, fds)
+            reply["ok"] = True
+        except Exception as exc:  # reported to the judge, which decides what it means
+            reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}",
+                     "trace": traceback.format_exc(limit=6)[-4000:]}
+        send_msg(sock, reply)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,281 @@
+"""kgym static scan: refuses candidates whose sources compute with PyTorch (or reach for the
+interpreter's internals) before any of their code runs. Run by the judge, in the trusted
+process, over the snapshot the server took (model_new.py and kernels/).
+
+It is the cheap first guard only: the judge also records which aten ops the forward actually
+ran, and correctness is always decided on outputs the trusted side computes and compares.
+
+Rules (SKILL.md says the same in the agent's words):
+  * model_new.py imports only torch, torch.nn, cuda_extension and a few pure-Python modules;
+  * it never touches interpreter internals (dunders other than __init__, eval/exec/getattr/...),
+    never assigns to attributes of a module (monkey-patching) and never subclasses torch.Tensor;
+  * outside __init__, torch is used only to allocate, to name dtypes and devices, and through
+    tensor views and metadata; nn layers are never called; the @ operator is never used;
+  * C++/CUDA sources use torch:: / at:: only for allocation, tensor types and metadata, and call
+    no tensor compute methods; all computation is in the agent's own kernels.
+"""
+import ast
+import os
+import re
+
+PY_IMPORTS = {"torch", "torch.nn", "cuda_extension", "math", "typing", "__future__", "numbers", "dataclasses"}
+TORCH_FROM_IMPORTS = {"nn", "Tensor"}
+FORBIDDEN_NAMES = {"eval", "exec", "compile", "__import__", "open", "getattr", "setattr", "delattr", "globals",
+                   "locals", "vars", "breakpoint", "input", "memoryview", "exit", "quit", "help"}
+TORCH_ALLOWED_IN_FORWARD = {
+    "empty", "empty_like", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "empty_strided",
+    "float32", "float16", "bfloat16", "float64", "float", "half", "double", "int8", "uint8", "int16", "int32",
+    "int64", "int", "long", "bool", "short", "Size", "Tensor", "device", "dtype", "no_grad", "inference_mode",
+    "is_tensor", "finfo", "iinfo", "nn",
+}
+METHODS_ALLOWED = {
+    "view", "reshape", "size", "dim", "numel", "stride", "contiguous", "is_contiguous", "data_ptr", "unsqueeze",
+    "squeeze", "flatten", "permute", "transpose", "t", "expand", "view_as", "reshape_as", "expand_as", "new_empty",
+    "new_zeros", "new_ones", "new_full", "element_size", "is_floating_point", "get_device", "unflatten", "narrow",
+    "split", "chunk", "unbind", "movedim", "item", "tolist", "append", "extend", "get", "items", "keys", "values",
+    "format", "join", "__init__", "parameters", "named_parameters", "buffers", "register_buffer", "nelement",
+    "ndimension", "storage_offset", "zero_", "fill_",
+}
+BUILTINS_ALLOWED = {"len", "range", "int", "float", "bool", "tuple", "list", "dict", "isinstance", "min", "max",
+                    "abs", "enumerate", "zip", "super", "str", "print", "ValueError", "RuntimeError", "TypeError",
+                    "AssertionError", "NotImplementedError", "reversed", "sorted", "round", "divmod", "set"}
+
+CPP_NS_ALLOWED = {
+    "Tensor", "empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full",
+    "full_like", "TensorOptions", "ScalarType", "Device", "DeviceType", "IntArrayRef", "Scalar", "Half",
+    "BFloat16", "cuda", "Dtype", "dtype", "device", "Layout", "kStrided", "MemoryFormat", "optional", "nullopt",
+    "ArrayRef", "TensorList", "OptionalIntArrayRef", "DeviceGuard", "OptionalDeviceGuard", "kCUDA", "kCPU",
+    "kFloat", "kFloat32", "kFloat16", "kHalf", "kBFloat16", "kDouble", "kFloat64", "kInt", "kInt32", "kInt64",
+    "kLong", "kShort", "kInt16", "kByte", "kUInt8", "kChar", "kInt8", "kBool", "TensorArg", "checkContiguous",
+    "checkDim", "checkSize", "checkSameGPU", "checkAllSameGPU", "check_dim", "Generator", "NoGradGuard",
+    "InferenceMode", "autograd", "nn",
+}
+CPP_NS_FORBIDDEN_SUB = {"nn": "torch::nn modules compute", "autograd": "autograd functions compute"}
+CPP_METHODS_ALLOWED = {
+    "size", "sizes", "numel", "stride", "strides", "dim", "data_ptr", "data", "const_data_ptr", "mutable_data_ptr",
+    "is_contiguous", "contiguous", "scalar_type", "dtype", "device", "options", "is_cuda", "is_cpu",
+    "get_device", "view", "reshape", "unsqueeze", "squeeze", "flatten", "permute", "transpose", "t", "expand",
+    "item", "defined", "element_size", "nbytes", "storage_offset", "layout", "type", "resize", "new_empty",
+    "new_zeros", "zero_", "fill_", "is_floating_point", "itemsize", "ndimension", "narrow", "as_strided",
+    "unflatten", "chunk", "split", "select", "slice", "index", "size_bytes", "is_same", "equal", "count", "set",
+    "get", "to", "sum", "max", "min", "any", "all", "add", "sub", "mul", "div", "apply", "put", "take", "fill",
+    "clear", "reshape_as", "view_as", "expand_as",
+}
+# Tensor methods of the generic-name kind above are too common in plain C++ (std::, pybind11) to
+# be told apart by a regex; "to", "sum", ... are allowed there and left to the dynamic record,
+# which sees any aten op they would run.
+
+
+def scan_dir(root):
+    out = []
+    py = os.path.join(root, "model_new.py")
+    if os.path.isfile(py):
+        with open(py, encoding="utf-8", errors="replace") as f:
+            out += scan_python(f.read(), "model_new.py")
+    else:
+        out.append("model_new.py: missing (the workspace must define ModelNew in model_new.py)")
+    kdir = os.path.join(root, "kernels")
+    if os.path.isdir(kdir):
+        methods = tensor_compute_methods()
+        for name in sorted(os.listdir(kdir)):
+            if name.endswith((".cu", ".cpp", ".cuh", ".h", ".hpp", ".cc")):
+                with open(os.path.join(kdir, name), encoding="utf-8", errors="replace") as f:
+                    out += scan_cpp(f.read(), "kernels/" + name, methods)
+    return out
+
+
+# ---- Python ---------------------------------------------------------------------------------
+class PyScan(ast.NodeVisitor):
+    def __init__(self, fname):
+        self.fname = fname
+        self.out = []
+        self.modules = {}  # local name -> module it names
+        self.in_init = 0
+        self.defined = set()
+        self.classes = {}
+
+    def bad(self, node, msg):
+        self.out.append(f"{self.fname}:{getattr(node, 'lineno', 0)}: {msg}")
+
+    def visit_Import(self, node):
+        for a in node.names:
+            if a.name not in PY_IMPORTS:
+                self.bad(node, f"import of '{a.name}' is not allowed (allowed: {', '.join(sorted(PY_IMPORTS))})")
+            self.modules[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+
+    def visit_ImportFrom(self, node):
+        mod = node.module or ""
+        for a in node.names:
+            full = f"{mod}.{a.name}"
+            if mod == "torch" and a.name in TORCH_FROM_IMPORTS:
+                self.modules[a.asname or a.name] = full if a.name == "nn" else "torch.Tensor"
+            elif mod in ("typing", "__future__", "math", "numbers", "dataclasses"):
+                pass
+            elif mod == "cuda_extension":
+                self.modules[a.asname or a.name] = full
+            else:
+                hint = (" (KernelBench-style load_inline is not supported: put the sources in kernels/)"
+                        if a.name in ("load_inline", "load") else "")
+                self.bad(node, f"'from {mod} import {a.name}' is not allowed{hint}")
+
+    def visit_Name(self, node):
+        if node.id in FORBIDDEN_NAMES:
+            self.bad(node, f"'{node.id}' is not allowed")
+        self.generic_visit(node)
+
+    def visit_Attribute(self, node):
+        if node.attr.startswith("__") and node.attr != "__init__":
+            self.bad(node, f"dunder attribute '{node.attr}' is not allowed")
+        chain = attr_chain(node)
+        root = self.modules.get(chain[0]) if chain else None
+        if root and root.startswith("torch") and root != "torch.Tensor":
+            full = root.split(".") + chain[1:]
+            self.check_torch(node, full)
+        self.generic_visit(node)
+
+    def check_torch(self, node, full):
+        bad_anywhere = {"ops", "_C", "_dynamo", "compile", "jit", "library", "utils", "testing", "cuda", "_inductor",
+                        "fx", "autograd", "backends", "_ops", "export"}
+        if len(full) > 1 and full[0] == "torch" and full[1] in bad_anywhere and full[1:3] != ["cuda", "is_available"]:
+            self.bad(node, f"'{'.'.join(full)}' is not allowed")
+            return
+        if self.in_init:
+            return
+        if full[0] == "torch" and len(full) > 1:
+            if full[1] == "nn" and len(full) > 2 and full[2] not in ("Module", "Parameter"):
+                self.bad(node, f"'{'.'.join(full)}' computes with PyTorch outside __init__")
+            elif full[1] not in TORCH_ALLOWED_IN_FORWARD:
+                self.bad(node, f"'{'.'.join(full)}' computes with PyTorch (only allocation, views and "
+                               f"cuda_extension calls may run in forward)")
+
+    def visit_Assign(self, node):
+        for t in node.targets:
+            self.check_target(t)
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node):
+        self.check_target(node.target)
+        self.generic_visit(node)
+
+    def check_target(self, t):
+        if isinstance(t, ast.Attribute):
+            chain = attr_chain(t)
+            if chain and chain[0] in self.modules:
+                self.bad(t, f"assigning to '{'.'.join(chain)}' (monkey-patching a module) is not allowed")
+
+    def visit_BinOp(self, node):
+        if isinstance(node.op, ast.MatMult) and not self.in_init:
+            self.bad(node, "the @ operator computes with PyTorch")
+        self.generic_visit(node)
+
+    def visit_ClassDef(self, node):
+        for b in node.bases:
+            chain = attr_chain(b) if isinstance(b, ast.Attribute) else ([b.id] if isinstance(b, ast.Name) else [])
+            root = self.modules.get(chain[0], chain[0]) if chain else ""
+            full = ".".join(root.split(".") + chain[1:]) if chain else ""
+            if full not in ("torch.nn.Module", "nn.Module"):
+                self.bad(node, f"class {node.name} may only derive from nn.Module (not {full or ast.dump(b)[:40]})")
+        self.classes[node.name] = {n.name for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        self.generic_visit(node)
+
+    def visit_FunctionDef(self, node):
+        is_init = node.name == "__init__"
+        self.in_init += is_init
+        self.generic_visit(node)
+        self.in_init -= is_init
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_Lambda(self, node):
+        self.generic_visit(node)
+
+    def visit_Call(self, node):
+        if not self.in_init:
+            self.check_call(node)
+        self.generic_visit(node)
+
+    def check_call(self, node):
+        f = node.func
+        if isinstance(f, ast.Name):
+            if f.id not in BUILTINS_ALLOWED and f.id not in self.defined and f.id not in self.modules:
+                self.bad(node, f"call of '{f.id}' is not allowed in forward")
+            return
+        if not isinstance(f, ast.Attribute):
+            self.bad(node, "calls of computed callables are not allowed in forward")
+            return
+        chain = attr_chain(f)
+        if chain and chain[0] in self.modules:
+            return  # module attributes: checked by visit_Attribute
+        if chain and chain[0] == "self" and len(chain) == 2:
+            if not any(chain[1] in methods for methods in self.classes.values()):
+                self.bad(node, f"'self.{chain[1]}(...)' calls a submodule or attribute: nn layers compute "
+                               f"with PyTorch (call your cuda_extension kernels instead)")
+            return
+        if f.attr not in METHODS_ALLOWED:
+            self.bad(node, f"method '.{f.attr}()' computes with PyTorch (allowed on tensors: views, metadata, "
+                           f"allocation)")
+
+
+def attr_chain(node):
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return parts[::-1]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "super":
+        return ["super"] + parts[::-1]
+    return []
+
+
+def scan_python(src, fname):
+    try:
+        tree = ast.parse(src, filename=fname)
+    except SyntaxError as exc:
+        return [f"{fname}:{exc.lineno}: syntax error: {exc.msg}"]
+    s = PyScan(fname)
+    s.defined = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    s.visit(tree)
+    if "ModelNew" not in s.classes:
+        s.out.append(f"{fname}: defines no class ModelNew")
+    return s.out
+
+
+# ---- C++ / CUDA -----------------------------------------------------------------------------
+_STRIP = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
+
+
+def strip_cpp(src):
+    return _STRIP.sub(lambda m: "\n" * m.group(0).count("\n") if m.group(0)[0] == "/" else '""', src)
+
+
+def tensor_compute_methods():
+    try:
+        import torch
+
+        names = {n for n in dir(torch.Tensor) if not n.startswith("_")}
+    except ImportError:
+        names = set()
+    return names - CPP_METHODS_ALLOWED
+
+
+def scan_cpp(src, fname, methods):
+    out = []
+    code = strip_cpp(src)
+    lines = code.split("\n")
+    for no, line in enumerate(lines, 1):
+        for m in re.finditer(r"\b(at|torch)\s*::\s*(\w+)(?:\s*::\s*(\w+))?", line):
+            ns, name, sub = m.group(1), m.group(2), m.group(3)
+            if name not in CPP_NS_ALLOWED:
+                out.append(f"{fname}:{no}: '{ns}::{name}' computes with PyTorch (only allocation, tensor types "
+                           f"and metadata may come from torch:: / at::)")
+            elif name in CPP_NS_FORBIDDEN_SUB and sub:
+                out.append(f"{fname}:{no}: '{ns}::{name}::{sub}': {CPP_NS_FORBIDDEN_SUB[name]}")
+        for m in re.finditer(r"(?:\.|->)\s*(\w+)\s*(?:<[^<>;()]*>)?\s*\(", line):
+            if m.group(1) in methods:
+                out.append(f"{fname}:{no}: tensor method '.{m.group(1)}()' computes with PyTorch")
+        if re.search(r"#\s*include\s*<\s*(ATen/native|torch/nn|ATen/ops/(?!empty|zeros|ones|full))", src.split("\n")[no - 1]
+                     if no - 1 < len(src.split("\n")) else ""):
+            out.append(f"{fname}:{no}: this header brings PyTorch compute ops")
+    return out
