@@ -1,0 +1,101 @@
+"""The static scan (env/harness/scan.py): what it refuses, with a clean control for each rule so
+that a scan refusing everything (or nothing) fails here."""
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "env", "harness"))
+import scan  # noqa: E402
+
+CLEAN = '''
+import torch
+import torch.nn as nn
+import cuda_extension
+
+
+class ModelNew(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(dim))
+        self.lin = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        out = torch.empty_like(x)
+        n = x.size(0) * 2
+        cuda_extension.fused(x.contiguous().view(-1), self.weight, out, n)
+        return out.view(x.shape)
+'''
+
+
+def py(body):
+    return scan.scan_python(CLEAN.replace("        cuda_extension.fused(x.contiguous().view(-1), self.weight, out, n)\n",
+                                          body + "\n"), "model_new.py")
+
+
+def test_clean_candidate_passes():
+    assert scan.scan_python(CLEAN, "model_new.py") == []
+
+
+@pytest.mark.parametrize("body,word", [
+    ("        out = torch.matmul(x, x)", "torch.matmul"),
+    ("        out = x @ x", "@"),
+    ("        out = x.sum(dim=0)", ".sum"),
+    ("        out = self.lin(x)", "self.lin"),
+    ("        out = torch.nn.functional.relu(x)", "torch.nn.functional"),
+    ("        out = torch.ops.aten.relu(x)", "torch.ops"),
+    ("        f = getattr(torch, 'relu')", "getattr"),
+    ("        out = x.__class__", "__class__"),
+    ("        torch.allclose = None", "monkey-patching"),
+    ("        s = torch.cuda.Stream()", "torch.cuda"),
+    ("        out = torch.compile(self)(x)", "torch.compile"),
+    ("        out = eval('x')", "eval"),
+])
+def test_forward_compute_is_refused(body, word):
+    found = py(body)
+    assert found and any(word in v for v in found), found
+
+
+@pytest.mark.parametrize("line", ["import os", "import sys", "import gc", "import ctypes", "import threading",
+                                  "import torch.nn.functional as F", "from torch import relu", "import triton",
+                                  "from torch.utils.cpp_extension import load_inline", "import model",
+                                  "import importlib"])
+def test_imports_are_refused(line):
+    found = scan.scan_python(line + "\n" + CLEAN, "model_new.py")
+    assert any("not allowed" in v for v in found), found
+
+
+def test_subclassing_reference_or_tensor_is_refused():
+    assert scan.scan_python(CLEAN.replace("class ModelNew(nn.Module)", "class ModelNew(Model)"), "m.py")
+    assert scan.scan_python(CLEAN + "\nclass Lazy(torch.Tensor):\n    pass\n", "m.py")
+
+
+def test_missing_model_new_and_syntax_error():
+    assert any("ModelNew" in v for v in scan.scan_python("import torch\n", "m.py"))
+    assert any("syntax" in v for v in scan.scan_python("def (:\n", "m.py"))
+
+
+CPP_CLEAN = '''
+#include <torch/types.h>
+#include "../binding_registry.h"
+// torch::matmul in a comment is fine, and so is "torch::matmul" in a string
+static torch::Tensor f(const torch::Tensor &a) {
+    TORCH_CHECK(a.is_contiguous(), "torch::matmul");
+    auto out = torch::empty_like(a);
+    std::vector<int64_t> v; v.resize(3); v.push_back(a.size(0));
+    run(out.data_ptr<float>(), a.data_ptr<float>(), a.numel());
+    return out;
+}
+'''
+
+
+def test_cpp_clean_passes():
+    assert scan.scan_cpp(CPP_CLEAN, "kernels/f_binding.cpp", scan.tensor_compute_methods()) == []
+
+
+@pytest.mark.parametrize("line", ["auto y = torch::matmul(a, a);", "auto y = at::relu(a);", "auto y = a.exp();",
+                                  "auto y = a.matmul(a);", "auto y = at::native::add(a, a);",
+                                  "auto y = a.cpu();", "torch::nn::Linear l(3, 3);"])
+def test_cpp_compute_is_refused(line):
+    src = CPP_CLEAN.replace("    return out;", "    " + line + "\n    return out;")
+    assert scan.scan_cpp(src, "kernels/f.cpp", scan.tensor_compute_methods()), line

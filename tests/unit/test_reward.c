@@ -1,0 +1,229 @@
+/* Unit tests of the reward (env/harness/reward.c) and the GPU leases (env/harness/lease.c):
+ * the milestone rule with its 5% margin, the ablation modes, infra errors paying nothing, the
+ * reward_on=best order; leases exclusive, first come first served, timing out, and GPU nodes
+ * found (or filtered) in a fake /dev. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harness/lease.h"
+#include "harness/reward.h"
+
+/* An evaluation's components: correct or not, and its three times (<= 0: absent). */
+static json_t *comp(bool correct, double tc, double te, double tk)
+{
+    json_t *c = json_pack("{s:s, s:b, s:b}", "eval_status", "ok", "compiled", 1, "correct",
+                          correct);
+    if (tc > 0)
+        json_object_set_new(c, "t_candidate_ms", json_real(tc));
+    if (te > 0)
+        json_object_set_new(c, "t_eager_ms", json_real(te));
+    if (tk > 0)
+        json_object_set_new(c, "t_compile_ms", json_real(tk));
+    return c;
+}
+
+static double milestone(bool correct, double tc, double te, double tk)
+{
+    json_t *c = comp(correct, tc, te, tk);
+    double r = reward_apply(c, REWARD_MILESTONE);
+    assert_true(isnan(r) || fabs(json_number_value(json_object_get(c, "reward")) - r) < 1e-12);
+    json_decref(c);
+    return r;
+}
+
+static void test_milestone_levels(void **state)
+{
+    (void)state;
+    assert_true(milestone(false, 1, 10, 10) == -1);  /* wrong: -1 however fast */
+    assert_true(milestone(true, 10, 10, 10) == 1);   /* correct, no faster */
+    assert_true(milestone(true, 9.6, 10, 10) == 1);  /* 4% faster is not "faster" (5% rule) */
+    assert_true(milestone(true, 9.4, 10, 5) == 2);   /* beats eager only */
+    assert_true(milestone(true, 4.0, 10, 5) == 3);   /* beats both */
+    assert_true(milestone(true, 4.0, 10, 0) == 2);   /* no compile baseline: at most 2 */
+    assert_true(milestone(true, 0, 0, 0) == 1);      /* Verify: correct, untimed */
+}
+
+static void test_beats_margin(void **state)
+{
+    (void)state;
+    assert_true(reward_beats(9.4, 10));
+    assert_false(reward_beats(9.5, 10)); /* exactly 5% is not more than 5% */
+    assert_false(reward_beats(0, 10));
+    assert_false(reward_beats(5, 0));
+}
+
+static void test_modes_and_components(void **state)
+{
+    (void)state;
+    json_t *c = comp(true, 2, 8, 4);
+    assert_true(fabs(reward_apply(c, REWARD_SPEEDUP) - 4.0) < 1e-12);
+    assert_true(fabs(json_number_value(json_object_get(c, "speedup_compile")) - 2.0) < 1e-12);
+    assert_string_equal(json_string_value(json_object_get(c, "reward_mode")), "speedup");
+    assert_int_equal(json_array_size(json_object_get(c, "baselines_used")), 2);
+    assert_true(fabs(reward_apply(c, REWARD_LOG_SPEEDUP) - log(4.0)) < 1e-12);
+    json_decref(c);
+    c = comp(false, 2, 8, 4);
+    assert_true(reward_apply(c, REWARD_SPEEDUP) == 0.0);
+    assert_true(reward_apply(c, REWARD_LOG_SPEEDUP) == -1.0);
+    json_decref(c);
+    reward_mode m;
+    assert_int_equal(reward_mode_parse("log_speedup", &m), 0);
+    assert_int_equal(m, REWARD_LOG_SPEEDUP);
+    assert_int_equal(reward_mode_parse("bogus", &m), -1);
+}
+
+static void test_infra_error_pays_nothing(void **state)
+{
+    (void)state;
+    json_t *c = json_pack("{s:s}", "eval_status", "infra_error");
+    assert_true(isnan(reward_apply(c, REWARD_MILESTONE)));
+    assert_true(json_is_null(json_object_get(c, "reward")));
+    assert_true(reward_rank(c) == -INFINITY);
+    json_decref(c);
+}
+
+static void test_rank_prefers_compile_speedup(void **state)
+{
+    (void)state;
+    json_t *a = comp(true, 2, 8, 4), *b = comp(true, 1, 8, 1.5), *w = comp(false, 0.1, 8, 4);
+    assert_true(reward_rank(b) < reward_rank(a)); /* 1.5x over compile < 2x */
+    assert_true(reward_rank(w) == -INFINITY);
+    json_t *e = comp(true, 2, 8, 0); /* compile unavailable: eager speed-up */
+    assert_true(fabs(reward_rank(e) - 4.0) < 1e-12);
+    json_decref(a), json_decref(b), json_decref(w), json_decref(e);
+}
+
+/* ---- leases on a fake /dev ---- */
+
+static char g_dev[64];
+
+static void make_dev(const char *const *names)
+{
+    snprintf(g_dev, sizeof g_dev, "/tmp/kgym-lease-XXXXXX");
+    assert_non_null(mkdtemp(g_dev));
+    for (int i = 0; names[i]; i++) {
+        char p[128];
+        snprintf(p, sizeof p, "%s/%s", g_dev, names[i]);
+        int fd = open(p, O_CREAT | O_WRONLY, 0600);
+        assert_true(fd >= 0);
+        close(fd);
+    }
+}
+
+static void drop_dev(const char *const *names)
+{
+    for (int i = 0; names[i]; i++) {
+        char p[128];
+        snprintf(p, sizeof p, "%s/%s", g_dev, names[i]);
+        unlink(p);
+    }
+    rmdir(g_dev);
+}
+
+static const char *const NODES[] = {"nvidia2", "nvidia0", "nvidiactl", "nvidia-uvm", "nvidia10",
+                                    NULL};
+
+static void test_pool_finds_gpu_nodes(void **state)
+{
+    (void)state;
+    make_dev(NODES);
+    gpu_pool p;
+    assert_int_equal(gpu_pool_init(&p, g_dev, NULL), 3); /* not ctl, not uvm */
+    assert_int_equal(p.index[0], 0);
+    assert_int_equal(p.index[1], 2);
+    assert_int_equal(p.index[2], 10);
+    gpu_pool_deinit(&p);
+    assert_int_equal(gpu_pool_init(&p, g_dev, "2,10"), 2);
+    assert_int_equal(p.index[0], 2);
+    gpu_pool_deinit(&p);
+    assert_int_equal(gpu_pool_init(&p, g_dev, "2;rm"), -1); /* a bad list is refused */
+    gpu_pool_deinit(&p);
+    drop_dev(NODES);
+}
+
+static void test_lease_exclusive_and_timeout(void **state)
+{
+    (void)state;
+    make_dev(NODES);
+    gpu_pool p;
+    assert_int_equal(gpu_pool_init(&p, g_dev, "0,2"), 2);
+    double waited;
+    int a = gpu_lease_acquire(&p, 1000, &waited), b = gpu_lease_acquire(&p, 1000, &waited);
+    assert_true(a >= 0 && b >= 0 && a != b);
+    assert_int_equal(gpu_lease_acquire(&p, 50, &waited), -1); /* both busy: times out */
+    assert_true(waited >= 40);
+    gpu_lease_release(&p, a);
+    assert_int_equal(gpu_lease_acquire(&p, 1000, &waited), a); /* the freed one, at once */
+    gpu_lease_release(&p, a);
+    gpu_lease_release(&p, b);
+    gpu_pool_deinit(&p);
+    gpu_pool empty;
+    gpu_pool_init(&empty, "/nonexistent", NULL);
+    assert_int_equal(gpu_lease_acquire(&empty, 10, &waited), -1);
+    gpu_pool_deinit(&empty);
+    drop_dev(NODES);
+}
+
+typedef struct waiter {
+    gpu_pool *p;
+    int slot;
+    double waited;
+} waiter;
+
+static void *wait_for_gpu(void *arg)
+{
+    waiter *w = arg;
+    w->slot = gpu_lease_acquire(w->p, 5000, &w->waited);
+    return NULL;
+}
+
+static void test_lease_waiter_gets_freed_gpu(void **state)
+{
+    (void)state;
+    make_dev(NODES);
+    gpu_pool p;
+    assert_int_equal(gpu_pool_init(&p, g_dev, "0"), 1);
+    double waited;
+    int held = gpu_lease_acquire(&p, 1000, &waited);
+    /* a waiter that gave up must not block the queue for later ones */
+    assert_int_equal(gpu_lease_acquire(&p, 20, &waited), -1);
+    waiter w = {.p = &p, .slot = -2};
+    pthread_t th;
+    pthread_create(&th, NULL, wait_for_gpu, &w);
+    usleep(100000);
+    gpu_lease_release(&p, held);
+    pthread_join(th, NULL);
+    assert_int_equal(w.slot, held);
+    assert_true(w.waited >= 80);
+    gpu_lease_release(&p, w.slot);
+    gpu_pool_deinit(&p);
+    drop_dev(NODES);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_milestone_levels),
+        cmocka_unit_test(test_beats_margin),
+        cmocka_unit_test(test_modes_and_components),
+        cmocka_unit_test(test_infra_error_pays_nothing),
+        cmocka_unit_test(test_rank_prefers_compile_speedup),
+        cmocka_unit_test(test_pool_finds_gpu_nodes),
+        cmocka_unit_test(test_lease_exclusive_and_timeout),
+        cmocka_unit_test(test_lease_waiter_gets_freed_gpu),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
