@@ -48,7 +48,7 @@ ALLOWED_OPS = {
     "new_zeros", "ones", "ones_like", "new_ones", "full", "full_like", "new_full", "fill_", "zero_",
     "view", "_unsafe_view", "reshape", "_reshape_alias", "as_strided", "expand", "permute",
     "transpose", "t", "squeeze", "unsqueeze", "slice", "select", "alias", "detach", "lift_fresh",
-    "clone", "contiguous", "flatten", "unflatten", "view_as", "reshape_as", "expand_as", "split",
+    "contiguous", "flatten", "unflatten", "view_as", "reshape_as", "expand_as", "split",
     "chunk", "unbind", "narrow", "movedim", "sym_size", "sym_stride", "sym_numel", "sym_storage_offset",
     "is_contiguous", "size", "stride", "dim", "numel", "_local_scalar_dense",
 }
