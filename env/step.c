@@ -179,7 +179,7 @@ static json_t *turn_actions(server *srv, const json_t *body, const char *shortha
 /* Truncation runs the final evaluation, as Submit would, when the server can evaluate. */
 static json_t *final_on_truncation(episode *ep)
 {
-    if (!ep->eval || !ep->eval->ready)
+    if (!ep->eval || !ep->eval->configured)
         return NULL;
     tool_env env;
     ep_tool_env(ep, &env);

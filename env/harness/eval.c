@@ -74,6 +74,7 @@ int eval_server_init(eval_server *es, const eval_config *cfg, struct sandbox *sb
 {
     memset(es, 0, sizeof *es);
     pthread_mutex_init(&es->baseline_lock, NULL);
+    pthread_mutex_init(&es->probe_lock, NULL);
     es->sbx = sbx;
     es->compile_jobs = cfg->compile_jobs > 0 ? cfg->compile_jobs : 2;
     es->compile_timeout_ms = cfg->compile_timeout_ms > 0 ? cfg->compile_timeout_ms : 600000;
@@ -105,34 +106,55 @@ int eval_server_init(eval_server *es, const eval_config *cfg, struct sandbox *sb
                  strerror(errno));
         return -1;
     }
-    char arch[32] = "";
-    fmt(arch, sizeof arch, "%s", cfg->cuda_arch);
-    if (!arch[0] && es->gpus.n > 0)
-        probe_cuda_arch(cfg->python, arch, sizeof arch);
-    char perr[512];
-    if (build_toolchain_probe(&es->tc, cfg->python, cfg->cuda_home, arch, perr, sizeof perr) != 0) {
-        fmt(es->unavailable, sizeof es->unavailable, "the toolchain probe failed: %s", perr);
-        return 0;
-    }
-    es->ready = true;
+    fmt(es->probe_python, sizeof es->probe_python, "%s", cfg->python);
+    fmt(es->probe_cuda_home, sizeof es->probe_cuda_home, "%s", cfg->cuda_home);
+    fmt(es->probe_arch, sizeof es->probe_arch, "%s", cfg->cuda_arch);
+    fmt(es->unavailable, sizeof es->unavailable, "%s", "the toolchain has not been probed yet");
+    es->configured = true;
     return 0;
+}
+
+bool eval_prepare(eval_server *es)
+{
+    if (!es)
+        return false;
+    pthread_mutex_lock(&es->probe_lock);
+    if (es->configured && !es->probed) {
+        char arch[32], perr[512];
+        fmt(arch, sizeof arch, "%s", es->probe_arch);
+        if (!arch[0] && es->gpus.n > 0)
+            probe_cuda_arch(es->probe_python, arch, sizeof arch);
+        if (build_toolchain_probe(&es->tc, es->probe_python, es->probe_cuda_home, arch, perr,
+                                  sizeof perr) != 0)
+            fmt(es->unavailable, sizeof es->unavailable, "the toolchain probe failed: %s", perr);
+        else
+            es->ready = true;
+        es->probed = true;
+    }
+    bool ready = es->ready;
+    pthread_mutex_unlock(&es->probe_lock);
+    return ready;
 }
 
 void eval_server_deinit(eval_server *es)
 {
     gpu_pool_deinit(&es->gpus);
     pthread_mutex_destroy(&es->baseline_lock);
+    pthread_mutex_destroy(&es->probe_lock);
 }
 
-json_t *eval_server_json(const eval_server *es)
+json_t *eval_server_json(eval_server *es)
 {
-    json_t *j = json_pack("{s:b, s:i}", "ready", es->ready, "gpus", es->gpus.n);
+    pthread_mutex_lock(&es->probe_lock);
+    json_t *j = json_pack("{s:b, s:b, s:i}", "ready", es->ready, "probed", es->probed, "gpus",
+                          es->gpus.n);
     if (!es->ready)
         json_object_set_new(j, "unavailable", json_string(es->unavailable));
     else
         json_object_set_new(j, "toolchain", build_toolchain_json(&es->tc));
     json_object_set_new(j, "devices",
                         es->gpus.n > 0 ? json_pack("[s,s]", "cuda", "cpu") : json_pack("[s]", "cpu"));
+    pthread_mutex_unlock(&es->probe_lock);
     return j;
 }
 
@@ -386,7 +408,7 @@ static json_t *judge_job(eval_server *es, const tool_env *env, const char *mode,
 json_t *eval_run(eval_server *es, const tool_env *env, const char *mode)
 {
     double t0 = mono_ms();
-    if (!es || !es->ready)
+    if (!eval_prepare(es))
         return infra("evaluation is unavailable on this server: %s",
                      es ? es->unavailable : "no harness");
     if (!env->cpu_variant && es->gpus.n == 0)

@@ -30,6 +30,10 @@ typedef enum eval_device { EVAL_DEVICE_NONE, EVAL_DEVICE_CPU, EVAL_DEVICE_CUDA }
 typedef struct eval_server {
     bool ready;                 /* the toolchain was probed: tools can compile and evaluate */
     char unavailable[512];      /* why not, when !ready (said by the tools) */
+    bool configured;            /* a Python was given: the first Compile/Verify probes it */
+    bool probed;                /* the probe ran (ready says how it went) */
+    pthread_mutex_t probe_lock;
+    char probe_python[PATH_MAX], probe_cuda_home[PATH_MAX], probe_arch[32];
     build_toolchain tc;
     char harness_dir[PATH_MAX]; /* judge.py, runner.py, scan.py */
     char template_dir[PATH_MAX];
@@ -71,8 +75,11 @@ typedef struct eval_config {
 int eval_server_init(eval_server *es, const eval_config *cfg, struct sandbox *sbx, char *err,
                      size_t errcap);
 void eval_server_deinit(eval_server *es);
+/* Probes the toolchain on first use (torch takes seconds to import: the server starts without
+ * waiting for it). Returns true when evaluation can run; es->unavailable says why not. */
+bool eval_prepare(eval_server *es);
 /* {ready, unavailable?, gpus, devices, toolchain?} for /v1/health. */
-json_t *eval_server_json(const eval_server *es);
+json_t *eval_server_json(eval_server *es);
 
 void ep_eval_init(ep_eval *ev, const char *episode_dir);
 void ep_eval_reset(ep_eval *ev); /* a reset episode forgets its builds and snapshots */

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <linux/close_range.h>
+#include <linux/mount.h>
 #include <linux/securebits.h>
 
 #include "sandbox/seccomp.h"
@@ -139,6 +140,14 @@ static void bind(const char *src, const char *dst, unsigned long flags)
         die("bind", src);
     if (mount(NULL, dst, NULL, MS_REMOUNT | MS_BIND | flags, NULL) != 0)
         die("remount", dst);
+    /* The remount changes the top mount only: mounts below it (/sys/fs/cgroup, /sys/kernel/...
+     * under a read-only /sys) would stay writable. Apply the flags to the whole subtree. */
+    if (flags & MS_RDONLY) {
+        struct mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
+                                              MOUNT_ATTR_NODEV};
+        if (syscall(SYS_mount_setattr, AT_FDCWD, dst, AT_RECURSIVE, &attr, sizeof attr) != 0)
+            die("read-only subtree", dst);
+    }
 }
 
 static void mount_tmpfs(const char *dst, uint64_t size, unsigned mode, unsigned long flags)

@@ -138,7 +138,7 @@ static void keep_if_best(const tool_env *env, const json_t *c)
 
 static bool unavailable(const tool_env *env, tool_result *res)
 {
-    if (env->eval && env->eval->ready && env->task)
+    if (env->task && eval_prepare(env->eval))
         return false;
     tool_fail(res, "EVAL_UNAVAILABLE", NULL, "Evaluation is unavailable on this server: %s",
               env->eval ? env->eval->unavailable : "not configured");
