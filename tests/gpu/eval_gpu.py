@@ -1,0 +1,194 @@
+"""make test-gpu suite: the trusted evaluation on CUDA, through the HTTP API of a real server.
+
+  1. the untouched template solves its own task (test/axpby);
+  2. real CUDA solutions of bundled tasks (tests/gpu/solutions/) compile, verify and profile,
+     and their speed-ups are printed;
+  3. the GPU-only exploits (tests/gpu/exploits/): each first earns >= 2 from the naive in-process
+     checker (naive_cuda.py, the positive control), then -1 or no speed credit from kgym;
+  4. the CPU exploit suite's pure-Python cheats (tests/harness/exploits/ without C++ kernels),
+     now on CUDA: each must get -1 from kgym.
+
+usage: eval_gpu.py [--python PY] [--server BIN] [--only NAME]   (needs root and a GPU)
+"""
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+spec = importlib.util.spec_from_file_location("kgym_http", REPO / "tests" / "api" / "kgym_http.py")
+kgym_http = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(kgym_http)
+
+FAILURES = []
+
+
+def check(cond, what):
+    print(("  ok    " if cond else "  FAIL  ") + what, flush=True)
+    if not cond:
+        FAILURES.append(what)
+
+
+class Server:
+    def __init__(self, binary, python, state):
+        self.state = Path(state)
+        cmd = [binary, "serve", "--port", "0", "--state-dir", str(self.state), "--template", str(REPO / "env/template"),
+               "--sandbox-profiles", str(REPO / "sandbox_profiles"), "--sandbox-python", python,
+               "--harness", str(REPO / "env/harness"), "--tasks", str(REPO / "dataset/tasks"),
+               "--tasks", str(REPO / "tests/gpu/tasks"), "--tasks", str(REPO / "tests/harness/tasks"), "--quiet",
+               "--idle-timeout", "0"]
+        self.log = open(self.state.parent / "server.log", "w+")
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.log, cwd=REPO)
+        self.port = None
+        for _ in range(300):
+            time.sleep(0.1)
+            self.log.seek(0)
+            for line in self.log:
+                if '"listening"' in line:
+                    self.port = json.loads(line)["port"]
+            if self.port or self.proc.poll() is not None:
+                break
+        if not self.port:
+            self.log.seek(0)
+            sys.exit("the server did not start:\n" + self.log.read()[-3000:])
+        self.client = kgym_http.Client(self.port, timeout=1800)
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=60)
+
+
+def upload(c, ep, folder):
+    for f in sorted(Path(folder).rglob("*")):
+        rel = f.relative_to(folder).as_posix()
+        if f.is_file() and not rel.endswith(".json") and not rel.endswith(".md"):
+            r = c.put(f"/v1/episodes/{ep}/files/{rel}", f.read_bytes())
+            # a refused file (model.py, a fixed file) is part of some exploits: it stays refused
+            assert r.status in (200, 201) or rel in ("model.py", "binding.cpp", "binding_registry.h"), \
+                (rel, r.status, r.text())
+
+
+def tool(c, ep, name, **args):
+    r = c.post(f"/v1/episodes/{ep}/tools/{name}", json.dumps(args).encode())
+    assert r.status == 200, (name, r.status, r.text())
+    return r.json()
+
+
+def create(c, task):
+    r = c.post("/v1/episodes", json.dumps({"task_id": task, "options": {"variant": "gpu"}}).encode())
+    assert r.status == 201, r.text()
+    return r.json()["episode_id"]
+
+
+def figures(comp):
+    f = lambda k: comp.get(k) if comp.get(k) is not None else float("nan")  # noqa: E731
+    return (f"t={f('t_candidate_ms'):.4g} ms (cv {100 * f('spread_candidate'):.2g}%), eager {f('t_eager_ms'):.4g} ms "
+            f"x{f('speedup_eager'):.3g}, compile {f('t_compile_ms'):.4g} ms x{f('speedup_compile'):.3g}, "
+            f"eval {f('eval_ms') / 1e3:.1f} s")
+
+
+def submit(c, ep):
+    out = tool(c, ep, "Submit")
+    comp = out["info"].get("reward_components", {})
+    return out["reward"], comp, out["observation"]["content"]
+
+
+def run_template(srv):
+    print("== the untouched template on its own task (test/axpby)", flush=True)
+    ep = create(srv.client, "test/axpby")
+    r, comp, text = submit(srv.client, ep)
+    check(r is not None and r >= 1, f"template: reward {r}; {figures(comp)}")
+    if r is None or r < 1:
+        print(text)
+
+
+def run_solutions(srv, only):
+    print("== real CUDA solutions of bundled tasks", flush=True)
+    for sol in sorted((REPO / "tests/gpu/solutions").iterdir()):
+        meta = sol / "solution.json"
+        if not meta.is_file() or (only and only not in sol.name):
+            continue
+        task = json.loads(meta.read_text())["task"]
+        task_id = task if "/" in task else ("test/axpby" if task == "axpby" else f"kgym/{task}")
+        ep = create(srv.client, task_id)
+        upload(srv.client, ep, sol)
+        prof = tool(srv.client, ep, "Profile")
+        r, comp, text = submit(srv.client, ep)
+        check(r is not None and r >= 1, f"{sol.name}: reward {r}; {figures(comp)}")
+        if r is None or r < 1:
+            print(prof["observation"]["content"][-3000:])
+            print(text[-3000:])
+
+
+def naive(python, model_py, workspace, ext_dir):
+    out = subprocess.run([python, str(REPO / "tests/gpu/naive_cuda.py"), "--model", model_py, "--workspace",
+                          workspace, "--ext-dir", ext_dir], capture_output=True, text=True, timeout=1200)
+    try:
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        return {"reward": None, "error": out.stderr[-2000:]}
+
+
+def run_exploits(srv, python, folder, only, pure_python_only=False):
+    print(f"== exploits of {folder.relative_to(REPO)} on CUDA", flush=True)
+    for ex in sorted(folder.iterdir()):
+        meta_path = ex / "exploit.json"
+        if not meta_path.is_file() or (only and only not in ex.name):
+            continue
+        if pure_python_only and any((ex / "kernels").glob("*.c*")):
+            continue
+        meta = json.loads(meta_path.read_text())
+        task = meta["task"]
+        task_id = task if "/" in task else f"kgym/{task}"
+        if pure_python_only:
+            task_dir = REPO / "tests/harness/tasks" / task
+            if not task_dir.is_dir():
+                continue
+        ep = create(srv.client, task_id)
+        upload(srv.client, ep, ex)
+        comp_out = tool(srv.client, ep, "Compile")
+        ext = srv.state / "episodes" / ep / "build" / "out"
+        model_py = srv.state / "episodes" / ep / "work" / "model.py"
+        with tempfile.TemporaryDirectory() as ws:
+            for f in ex.rglob("*"):
+                if f.is_file():
+                    dst = Path(ws) / f.relative_to(ex)
+                    dst.parent.mkdir(parents=True, exist_ok=True)
+                    dst.write_bytes(f.read_bytes())
+            n = naive(python, str(model_py), ws, str(ext))
+        r, comp, text = submit(srv.client, ep)
+        want = meta.get("kgym_expect", "fail")
+        stopped = r == -1 if want == "fail" else (r is not None and r <= 1)
+        check((n.get("reward") or -9) >= 2, f"{ex.name}: the naive checker pays {n.get('reward')} "
+                                             f"(control; compile: {comp_out['observation']['is_error'] is False})")
+        check(stopped, f"{ex.name}: kgym pays {r} (expected {want}); {comp.get('checks_failed') or figures(comp)}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--server", default=str(REPO / os.environ.get("KGYM_BUILD", "build") / "kgym-env"))
+    ap.add_argument("--only", default="")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        srv = Server(args.server, args.python, Path(tmp) / "state")
+        try:
+            run_template(srv)
+            run_solutions(srv, args.only)
+            run_exploits(srv, args.python, REPO / "tests/gpu/exploits", args.only)
+            run_exploits(srv, args.python, REPO / "tests/harness/exploits", args.only, pure_python_only=True)
+        finally:
+            srv.stop()
+    print(f"eval_gpu: {len(FAILURES)} failure(s)")
+    for f in FAILURES:
+        print("  " + f)
+    return 1 if FAILURES else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
