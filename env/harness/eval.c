@@ -313,7 +313,13 @@ static json_t *candidate_argv(eval_server *es, const tool_env *env, const char *
             json_array_append_new(argv, json_string(inner[i]));
         return argv;
     }
-    const char *gpus[] = {gpu_node, NULL};
+    /* The driver's control nodes beside the leased GPU's own node, from the same directory. */
+    char ctl[PATH_MAX], uvm[PATH_MAX];
+    const char *slash = gpu_node ? strrchr(gpu_node, '/') : NULL;
+    int dir_len = slash ? (int)(slash - gpu_node) : 0;
+    fmt(ctl, sizeof ctl, "%.*s/nvidiactl", dir_len, gpu_node ? gpu_node : "");
+    fmt(uvm, sizeof uvm, "%.*s/nvidia-uvm", dir_len, gpu_node ? gpu_node : "");
+    const char *gpus[] = {ctl, uvm, gpu_node, NULL};
     char vis[64];
     fmt(vis, sizeof vis, "CUDA_VISIBLE_DEVICES=%s", visible ? visible : "");
     const char *envs[] = {vis, NULL};
