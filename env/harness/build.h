@@ -64,7 +64,9 @@ typedef struct build_request {
 typedef struct build_result {
     bool ok;
     const char *error_code;  /* NULL when ok; "COMPILE_ERROR", "NO_SOURCES", "TIMEOUT",
-                                "INFRA_ERROR" otherwise */
+                                "INFRA_ERROR" otherwise; also "INVALID_SOURCE" (a source or
+                                header of kernels/ that is a symlink, not a regular file, too
+                                large, too many, or badly named) */
     char *log;               /* compiler output, verbatim and capped (malloc'd, never NULL) */
     json_t *sources;         /* [{file, cached, ok, ms}] in build order */
     char so_path[PATH_MAX];  /* the linked module, <build_dir>/out/cuda_extension.so */
@@ -81,5 +83,27 @@ void build_result_deinit(build_result *res);
 
 /* SHA-256 of data as 64 hex digits + NUL into hex. */
 void build_sha256_hex(const void *data, size_t len, char hex[65]);
+
+struct tool_env;
+/* The Compile tool's build of one episode's workspace (defined in env/tools/compile.c, shared
+ * with Verify, Profile and Submit, which rebuild before evaluating): the request from the
+ * episode's build dir, the server's cache, template, toolchain and sandbox. Returns as
+ * build_extension; -1 with "INFRA_ERROR" also when the server cannot evaluate. */
+int build_for_episode(const struct tool_env *env, build_result *res);
+
+/* ---- for tests ---------------------------------------------------------------------------- */
+
+/* Copies the object the (sandboxed, untrusted) compiler wrote at obj_path into the cache as
+ * <cache_dir>/obj/<key>.o: opened with O_NOFOLLOW, must be a regular file of at most 512 MiB,
+ * written through a temporary file and a rename, root's, 0644. Returns 0, -1 when the cache
+ * could not be written (errno), -2 when the object is refused (missing, a symlink, not a
+ * regular file, too large). */
+int build_cache_store(const char *cache_dir, const char *key, const char *obj_path);
+
+/* The compiler output as the agent reads it: "/workspace/src/" (inside the sandbox) and
+ * "<build_dir>/src/" (unsandboxed; build_dir may be NULL) removed, so that paths read
+ * "kernels/foo.cu:12:3: error: ...", invalid UTF-8 replaced, capped to cap bytes with the head
+ * and the tail kept (cap 0: no cap). Never NULL unless memory ran out. */
+char *build_clean_log(const char *text, size_t len, const char *build_dir, size_t cap);
 
 #endif
