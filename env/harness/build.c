@@ -32,15 +32,15 @@
 #include "workspace.h"
 #include "wspath.h"
 
-#define VWS "/workspace"                    /* the build dir as the sandbox shows it */
-#define BUILD_MAX_SOURCE (1u << 20)         /* one source or header of kernels/ */
-#define BUILD_MAX_FILES 256                 /* sources and headers of kernels/ together */
-#define BUILD_MAX_TOTAL (32u << 20)         /* all of them together */
-#define BUILD_MAX_OBJECT (512ull << 20)     /* one object the compiler produced */
-#define BUILD_MAX_PCH (4ull << 30)          /* the precompiled torch header */
-#define BUILD_CAPTURE (1u << 20)            /* output kept per stream of one command */
-#define BUILD_FSIZE (2ull << 30)            /* RLIMIT_FSIZE of unsandboxed compilers */
-#define PCH_HEADER "torch_ext.h"            /* force-included; its .gch sits beside it */
+#define VWS "/workspace"                /* the build dir as the sandbox shows it */
+#define BUILD_MAX_SOURCE (1u << 20)     /* one source or header of kernels/ */
+#define BUILD_MAX_FILES 256             /* sources and headers of kernels/ together */
+#define BUILD_MAX_TOTAL (32u << 20)     /* all of them together */
+#define BUILD_MAX_OBJECT (512ull << 20) /* one object the compiler produced */
+#define BUILD_MAX_PCH (4ull << 30)      /* the precompiled torch header */
+#define BUILD_CAPTURE (1u << 20)        /* output kept per stream of one command */
+#define BUILD_FSIZE (2ull << 30)        /* RLIMIT_FSIZE of unsandboxed compilers */
+#define PCH_HEADER "torch_ext.h"        /* force-included; its .gch sits beside it */
 
 /* snprintf whose truncation is checked: true when it all fitted. */
 static bool fmt(char *out, size_t cap, const char *f, ...) __attribute__((format(printf, 3, 4)));
@@ -100,8 +100,8 @@ static void h_field(hasher *h, const void *data, size_t len)
 {
     uint64_t n = len;
     if (!h->bad)
-        h->bad = EVP_DigestUpdate(h->md, &n, sizeof n) != 1 ||
-                 EVP_DigestUpdate(h->md, data, len) != 1;
+        h->bad =
+            EVP_DigestUpdate(h->md, &n, sizeof n) != 1 || EVP_DigestUpdate(h->md, data, len) != 1;
 }
 
 static void h_str(hasher *h, const char *s)
@@ -334,8 +334,10 @@ static int read_entry(int dfd, const char *name, snapshot *s, src_file *f, build
     int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     struct stat st;
     if (fd < 0 && errno == ELOOP) {
-        fail(res, "INVALID_SOURCE", "kernels/%s is a symbolic link: sources and headers in "
-             "kernels/ must be regular files", name);
+        fail(res, "INVALID_SOURCE",
+             "kernels/%s is a symbolic link: sources and headers in "
+             "kernels/ must be regular files",
+             name);
         return 1;
     }
     if (fd < 0 || fstat(fd, &st) != 0) {
@@ -350,9 +352,10 @@ static int read_entry(int dfd, const char *name, snapshot *s, src_file *f, build
         if (!S_ISREG(st.st_mode))
             fail(res, "INVALID_SOURCE", "kernels/%s is not a regular file", name);
         else
-            fail(res, "INVALID_SOURCE", "kernels/%s is too large (%lld bytes): a source or "
-                 "header may hold at most %u bytes, all of them together %u", name,
-                 (long long)st.st_size, BUILD_MAX_SOURCE, BUILD_MAX_TOTAL);
+            fail(res, "INVALID_SOURCE",
+                 "kernels/%s is too large (%lld bytes): a source or "
+                 "header may hold at most %u bytes, all of them together %u",
+                 name, (long long)st.st_size, BUILD_MAX_SOURCE, BUILD_MAX_TOTAL);
         return 1;
     }
     f->data = malloc((size_t)st.st_size + 1);
@@ -452,7 +455,8 @@ static int load_kernels(const build_request *req, snapshot *s, build_result *res
     for (int i = 0; i < n && rc == 0; i++) {
         if (!plain_name(names[i])) {
             char *shown = text_sanitize_utf8(names[i], strlen(names[i]));
-            fail(res, "INVALID_SOURCE", "kernels/%s: file names of sources and headers may "
+            fail(res, "INVALID_SOURCE",
+                 "kernels/%s: file names of sources and headers may "
                  "only use letters, digits, '.', '_', '-' and '+' (at most 128)",
                  shown ? shown : "?");
             free(shown);
@@ -552,8 +556,8 @@ static int prepare_dirs(const build_request *req, bool sandboxed, const snapshot
     }
     if (fresh_dir(req, sandboxed, "src", false) != 0 ||
         fresh_dir(req, sandboxed, "src/kernels", false) != 0 ||
-        fresh_dir(req, sandboxed, "obj", true) != 0 || fresh_dir(req, sandboxed, "out", true) != 0 ||
-        fresh_dir(req, sandboxed, "pch", false) != 0)
+        fresh_dir(req, sandboxed, "obj", true) != 0 ||
+        fresh_dir(req, sandboxed, "out", true) != 0 || fresh_dir(req, sandboxed, "pch", false) != 0)
         goto infra;
     for (size_t i = 0; i < s->n; i++) {
         char path[PATH_MAX];
@@ -579,9 +583,9 @@ typedef struct runner {
 typedef struct run_out {
     int exit_code;
     bool timed_out;
-    bool infra;   /* could not run at all (why says) */
+    bool infra; /* could not run at all (why says) */
     char why[200];
-    strbuf text;  /* stdout then stderr, as the command wrote them */
+    strbuf text; /* stdout then stderr, as the command wrote them */
     double ms;
 } run_out;
 
@@ -674,8 +678,12 @@ static int run_sandboxed(const runner *r, const char *const *argv, int timeout_m
 /* Weak mode: the same command, unsandboxed, in the build dir, with a minimal environment. */
 static int run_plain(const runner *r, const char *const *argv, int timeout_ms, run_out *o)
 {
-    static const char *const ENV[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp",
-                                      "TMPDIR=/tmp", "LANG=C.UTF-8", "LC_ALL=C.UTF-8", NULL};
+    static const char *const ENV[] = {"PATH=/usr/local/bin:/usr/bin:/bin",
+                                      "HOME=/tmp",
+                                      "TMPDIR=/tmp",
+                                      "LANG=C.UTF-8",
+                                      "LC_ALL=C.UTF-8",
+                                      NULL};
     spawn_opts so = SPAWN_OPTS_INIT;
     so.argv = argv;
     so.envp = ENV;
@@ -812,8 +820,7 @@ static int store_file(const char *src, const char *dest, uint64_t max)
 int build_cache_store(const char *cache_dir, const char *key, const char *obj_path)
 {
     char dir[PATH_MAX], dest[PATH_MAX];
-    if (!fmt(dir, sizeof dir, "%s/obj", cache_dir) ||
-        !fmt(dest, sizeof dest, "%s/%s.o", dir, key))
+    if (!fmt(dir, sizeof dir, "%s/obj", cache_dir) || !fmt(dest, sizeof dest, "%s/%s.o", dir, key))
         return errno = ENAMETOOLONG, -1;
     if (ensure_dir(cache_dir) != 0 || ensure_dir(dir) != 0)
         return -1;
@@ -907,7 +914,8 @@ static void pch_build(const runner *r, argvec *a, const char *key, const char *c
         }
     } else if (rc == 0 && !o.timed_out) {
         pch_mark_bad(key); /* it will not build: compile without it from now on */
-        char *msg = build_clean_log(o.text.data ? o.text.data : "", o.text.len, req->build_dir, 2000);
+        char *msg =
+            build_clean_log(o.text.data ? o.text.data : "", o.text.len, req->build_dir, 2000);
         log_event("warn", "pch_failed", key, msg ? msg : "");
         free(msg);
     }
@@ -974,9 +982,9 @@ static bool wants_pch(const src_file *f)
 
 typedef struct unit {
     const src_file *src;
-    argvec argv;    /* as the sandbox sees it */
+    argvec argv; /* as the sandbox sees it */
     char key[65];
-    bool pch;       /* -include of the PCH in argv */
+    bool pch; /* -include of the PCH in argv */
     bool cached, skipped, ok;
     run_out out;
 } unit;
@@ -1071,8 +1079,7 @@ static void compile_unit(const runner *r, unit *u)
     if (rc == -2) { /* what the compiler left is no object: never linked, never cached */
         u->ok = false;
         u->out.exit_code = 1;
-        sb_printf(&u->out.text, "%s: the compiler produced no regular object file\n",
-                  u->src->rel);
+        sb_printf(&u->out.text, "%s: the compiler produced no regular object file\n", u->src->rel);
     } else if (rc != 0) {
         char msg[PATH_MAX + 64];
         fmt(msg, sizeof msg, "cannot write the object cache %s: %s", r->req->cache_dir,
@@ -1194,7 +1201,8 @@ static int plan_units(build *b, build_result *res)
         }
     }
     if (!any_kernel) {
-        fail(res, "NO_SOURCES", "No sources to compile: put your kernels in kernels/*.cu "
+        fail(res, "NO_SOURCES",
+             "No sources to compile: put your kernels in kernels/*.cu "
              "and their PyTorch bindings in kernels/*_binding.cpp (directly inside kernels/, "
              "not in subdirectories).");
         return 1;
@@ -1266,8 +1274,8 @@ static int gather(build *b, build_result *res)
     for (size_t i = 0; i < b->nu; i++)
         res->cached += b->u[i].cached;
     if (timed_out) {
-        sb_printf(&b->log, "\n[the build timed out while compiling %s: limit %.0f s]\n",
-                  timed_out, b->req->timeout_ms / 1e3);
+        sb_printf(&b->log, "\n[the build timed out while compiling %s: limit %.0f s]\n", timed_out,
+                  b->req->timeout_ms / 1e3);
         res->error_code = "TIMEOUT";
     } else if (rc) {
         res->error_code = "COMPILE_ERROR";
@@ -1521,8 +1529,8 @@ static int probe_torch(build_toolchain *tc, char *err, size_t errcap)
     if (!j)
         fmt(err, errcap, "%s printed no answer to the torch probe", tc->python);
     else if (json_object_get(j, "error"))
-        fmt(err, errcap, "torch is not importable by %s (%s): install it (mk/venv.sh)",
-            tc->python, json_string_value(json_object_get(j, "error")));
+        fmt(err, errcap, "torch is not importable by %s (%s): install it (mk/venv.sh)", tc->python,
+            json_string_value(json_object_get(j, "error")));
     else if (!json_is_true(json_object_get(j, "python_h")))
         fmt(err, errcap, "python3-dev missing: no Python.h in %s",
             json_string_value(json_object_get(j, "python_include")));
@@ -1583,7 +1591,8 @@ int build_toolchain_probe(build_toolchain *tc, const char *python, const char *c
     char nvcc[PATH_MAX + 16], why[256];
     if (cuda_home && cuda_home[0] && fmt(nvcc, sizeof nvcc, "%s/bin/nvcc", cuda_home) &&
         access(nvcc, X_OK) == 0 &&
-        probe_version(nvcc, true, tc->nvcc_version, sizeof tc->nvcc_version, why, sizeof why) == 0) {
+        probe_version(nvcc, true, tc->nvcc_version, sizeof tc->nvcc_version, why, sizeof why) ==
+            0) {
         copy_str(tc->nvcc, sizeof tc->nvcc, nvcc);
         copy_str(tc->cuda_home, sizeof tc->cuda_home, cuda_home);
     }
@@ -1592,10 +1601,9 @@ int build_toolchain_probe(build_toolchain *tc, const char *python, const char *c
 
 json_t *build_toolchain_json(const build_toolchain *tc)
 {
-    json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:b, s:i}", "python", tc->python,
-                          "torch_version", tc->torch_version, "cxx", tc->cxx, "cxx_version",
-                          tc->cxx_version, "torch_cuda", tc->torch_cuda, "cxx11_abi",
-                          tc->cxx11_abi);
+    json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:b, s:i}", "python", tc->python, "torch_version",
+                          tc->torch_version, "cxx", tc->cxx, "cxx_version", tc->cxx_version,
+                          "torch_cuda", tc->torch_cuda, "cxx11_abi", tc->cxx11_abi);
     if (j && tc->nvcc[0]) {
         json_object_set_new(j, "nvcc", json_string(tc->nvcc));
         json_object_set_new(j, "nvcc_version", json_string(tc->nvcc_version));

@@ -64,8 +64,7 @@ static void compile_run(const tool_env *env, const json_t *args, tool_result *re
     size_t n = json_array_size(br.sources);
     if (rc != 0) {
         tool_fail(res, "INFRA_ERROR", data,
-                  "Compile could not run (a problem of the server, not of your code): %s",
-                  br.log);
+                  "Compile could not run (a problem of the server, not of your code): %s", br.log);
     } else if (!br.ok) {
         env->evs->so_path[0] = '\0';
         env->evs->build_key[0] = '\0';

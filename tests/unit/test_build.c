@@ -85,9 +85,14 @@ static int setup(void **state)
     snprintf(b->tc.torch_version, sizeof b->tc.torch_version, "0.0-fake");
     snprintf(b->tc.torch_lib, sizeof b->tc.torch_lib, "%s", b->lib);
     b->tc.cxx11_abi = 1;
-    b->req = (build_request){.ws_root_fd = b->fx.root_fd, .template_dir = b->tpl,
-                             .build_dir = b->build, .cache_dir = b->cache, .tag = "ep_test",
-                             .timeout_ms = 120000, .jobs = 2, .log_cap = 30000};
+    b->req = (build_request){.ws_root_fd = b->fx.root_fd,
+                             .template_dir = b->tpl,
+                             .build_dir = b->build,
+                             .cache_dir = b->cache,
+                             .tag = "ep_test",
+                             .timeout_ms = 120000,
+                             .jobs = 2,
+                             .log_cap = 30000};
     *state = b;
     return 0;
 }
