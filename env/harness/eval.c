@@ -322,10 +322,14 @@ static json_t *candidate_argv(eval_server *es, const tool_env *env, const char *
     const char *gpus[] = {ctl, uvm, gpu_node, NULL};
     char vis[64];
     fmt(vis, sizeof vis, "CUDA_VISIBLE_DEVICES=%s", visible ? visible : "");
-    const char *envs[] = {vis, NULL};
+    /* OpenMP threads that spin after a parallel region would steal the cores the other
+     * process is being timed on: every process of an evaluation waits passively. */
+    const char *envs[] = {"OMP_WAIT_POLICY=PASSIVE", vis, NULL};
+    if (!visible)
+        envs[1] = NULL;
     sandbox_cmd cmd = {.profile = "candidate", .workspace = cand, .uid = env->owner->uid,
                        .gid = env->owner->gid, .argv = inner, .tag = env->episode_id,
-                       .gpu_devices = gpu_node ? gpus : NULL, .env = visible ? envs : NULL};
+                       .gpu_devices = gpu_node ? gpus : NULL, .env = envs};
     *job = sandbox_job_new(env->sandbox, &cmd, why, cap);
     if (!*job) {
         json_decref(argv);
@@ -364,7 +368,7 @@ static json_t *run_judge(eval_server *es, const char *dir, json_t *job, const ch
     fmt(inductor, sizeof inductor, "TORCHINDUCTOR_CACHE_DIR=%s/inductor", es->cache_dir);
     fmt(home, sizeof home, "HOME=%s", es->cache_dir);
     const char *envp[] = {"PATH=/usr/local/bin:/usr/bin:/bin", vis, inductor, home, "LANG=C.UTF-8",
-                          NULL};
+                          "OMP_WAIT_POLICY=PASSIVE", NULL};
     const char *argv[] = {es->tc.python, "-I", judge, job_path, NULL};
     spawn_opts o = SPAWN_OPTS_INIT;
     o.argv = argv;

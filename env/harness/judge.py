@@ -417,7 +417,7 @@ class Judge:
     # -- runners --
     def env_for_runner(self):
         env = {k: v for k, v in os.environ.items() if k in ("PATH", "CUDA_VISIBLE_DEVICES", "HOME", "LANG", "TMPDIR",
-                                                            "OMP_NUM_THREADS", "TORCHINDUCTOR_CACHE_DIR")}
+                                                            "OMP_NUM_THREADS", "OMP_WAIT_POLICY", "TORCHINDUCTOR_CACHE_DIR")}
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         return env
 
