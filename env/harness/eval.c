@@ -83,12 +83,13 @@ int eval_server_init(eval_server *es, const eval_config *cfg, struct sandbox *sb
     fmt(es->template_dir, sizeof es->template_dir, "%s", cfg->template_dir);
     fmt(es->harness_dir, sizeof es->harness_dir, "%s", cfg->harness_dir);
     fmt(es->cache_dir, sizeof es->cache_dir, "%s", cfg->cache_dir);
+    bool none = strcmp(cfg->gpus, "none") == 0, all = !cfg->gpus[0] || !strcmp(cfg->gpus, "all");
     if (gpu_pool_init(&es->gpus, cfg->dev_dir[0] ? cfg->dev_dir : "/dev",
-                      cfg->gpus[0] && strcmp(cfg->gpus, "all") != 0 ? cfg->gpus : NULL) < 0) {
+                      none || all ? NULL : cfg->gpus) < 0) {
         fmt(err, errcap, "--gpus: expected 'all', 'none' or a list like 0,2");
         return -1;
     }
-    if (strcmp(cfg->gpus, "none") == 0)
+    if (none)
         es->gpus.n = 0;
     if (!cfg->python[0]) {
         fmt(es->unavailable, sizeof es->unavailable,
