@@ -5,7 +5,7 @@ import re
 from conftest import ALPHA_CPU, ALPHA_GPU, BASE_CONFIG, BETA_GPU, GAMMA_GPU
 
 TOOL_NAMES = {"Bash", "BashOutput", "KillBash", "Read", "Write", "Edit", "MultiEdit", "Glob",
-              "Grep"}
+              "Grep", "Compile", "Verify", "Profile", "Submit"}
 # Claude Code argument names (DESIGN.md §3.2): each tool's schema must offer at least these.
 TOOL_ARGS = {
     "Bash": {"command", "timeout", "run_in_background"},
@@ -18,6 +18,10 @@ TOOL_ARGS = {
              "head_limit"},
     "BashOutput": {"bash_id"},
     "KillBash": {"shell_id"},
+    "Compile": set(),
+    "Verify": set(),
+    "Profile": set(),
+    "Submit": {"files"},  # single-turn mode: Submit carries the files
 }
 EP_ID = re.compile(r"^ep_[0-9a-f]{16}$")
 

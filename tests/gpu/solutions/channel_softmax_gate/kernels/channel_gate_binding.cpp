@@ -10,6 +10,7 @@
 
 #include "../binding_registry.h"
 
+extern "C" int channel_gate_splits(long long hw);
 extern "C" cudaError_t channel_gate_launcher(float *out, const float *x, float *scratch,
                                              int *sync, int B, int C, long long hw,
                                              float temperature, int config, cudaStream_t stream);
@@ -30,7 +31,10 @@ static torch::Tensor channel_gate_forward(const torch::Tensor &x, double tempera
     torch::Tensor out = torch::empty_like(x);
     if (out.numel() == 0)
         return out;
-    torch::Tensor scratch = torch::empty({2 * B * C}, x.options());
+    // partial sums (B * C * splits) and gates (B * C); written by the kernels before being read
+    const int64_t splits = channel_gate_splits(hw);
+    TORCH_CHECK(2 * B * C * splits <= INT32_MAX, "channel_gate: too many work items");
+    torch::Tensor scratch = torch::empty({B * C * (splits + 1)}, x.options());
     torch::Tensor sync = torch::empty({1 + 2 * B}, x.options().dtype(torch::kInt32));
     cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
     cudaError_t err = channel_gate_launcher(
