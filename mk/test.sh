@@ -6,6 +6,10 @@ cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 venv=$(mk/venv.sh) || { echo "kgym: cannot create the Python virtualenv" >&2; exit 1; }
 export KGYM_FAIL_ON_SKIP=1 KGYM_BUILD="$BUILD" PYTHONDONTWRITEBYTECODE=1
+# One build cache (objects, the torch PCH, baselines) for every test server of this run.
+KGYM_TEST_BUILD_CACHE=$(mktemp -d /tmp/kgym-test-cache.XXXXXX) || exit 1
+export KGYM_TEST_BUILD_CACHE
+trap 'rm -rf "$KGYM_TEST_BUILD_CACHE"' EXIT
 
 passed=0 failed=0
 summary=()

@@ -126,6 +126,9 @@ class ServerProc:
                str(PROFILES), "--sandbox-python", sys.executable, "--config", str(cfg)]
         for d in self.task_dirs:
             cmd += ["--tasks", str(d)]
+        if os.environ.get("KGYM_TEST_BUILD_CACHE"):
+            # one object/PCH/baseline cache for the whole run: the torch PCH takes a minute
+            cmd += ["--build-cache", os.environ["KGYM_TEST_BUILD_CACHE"]]
         cmd += self.args
         self._lines, self._eof = [], False
         self.proc = subprocess.Popen(cmd, cwd=self.workdir, stdin=subprocess.DEVNULL,
