@@ -17,7 +17,9 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -26,12 +28,14 @@ kgym_http = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(kgym_http)
 
 FAILURES = []
+LOCK = threading.Lock()
 
 
 def check(cond, what):
-    print(("  ok    " if cond else "  FAIL  ") + what, flush=True)
-    if not cond:
-        FAILURES.append(what)
+    with LOCK:
+        print(("  ok    " if cond else "  FAIL  ") + what, flush=True)
+        if not cond:
+            FAILURES.append(what)
 
 
 class Server:
@@ -56,7 +60,14 @@ class Server:
         if not self.port:
             self.log.seek(0)
             sys.exit("the server did not start:\n" + self.log.read()[-3000:])
-        self.client = kgym_http.Client(self.port, timeout=1800)
+        self.local = threading.local()
+
+    @property
+    def client(self):
+        """One keep-alive connection per thread: cases run in parallel."""
+        if not hasattr(self.local, "c"):
+            self.local.c = kgym_http.Client(self.port, timeout=1800)
+        return self.local.c
 
     def stop(self):
         self.proc.terminate()
@@ -76,13 +87,16 @@ def upload(c, ep, folder):
 def tool(c, ep, name, **args):
     r = c.post(f"/v1/episodes/{ep}/tools/{name}", json.dumps(args).encode())
     assert r.status == 200, (name, r.status, r.text())
-    return r.json()
+    return r.json
+
+
+VARIANT = "gpu"  # --variant cpu: a dry run of the plumbing on a machine without a GPU
 
 
 def create(c, task):
-    r = c.post("/v1/episodes", json.dumps({"task_id": task, "options": {"variant": "gpu"}}).encode())
+    r = c.post("/v1/episodes", json.dumps({"task_id": task, "options": {"variant": VARIANT}}).encode())
     assert r.status == 201, r.text()
-    return r.json()["episode_id"]
+    return r.json["episode_id"]
 
 
 def figures(comp):
@@ -99,7 +113,6 @@ def submit(c, ep):
 
 
 def run_template(srv):
-    print("== the untouched template on its own task (test/axpby)", flush=True)
     ep = create(srv.client, "test/axpby")
     r, comp, text = submit(srv.client, ep)
     check(r is not None and r >= 1, f"template: reward {r}; {figures(comp)}")
@@ -107,22 +120,25 @@ def run_template(srv):
         print(text)
 
 
-def run_solutions(srv, only):
-    print("== real CUDA solutions of bundled tasks", flush=True)
+def solution_cases(srv, only):
     for sol in sorted((REPO / "tests/gpu/solutions").iterdir()):
         meta = sol / "solution.json"
-        if not meta.is_file() or (only and only not in sol.name):
-            continue
-        task = json.loads(meta.read_text())["task"]
-        task_id = task if "/" in task else ("test/axpby" if task == "axpby" else f"kgym/{task}")
-        ep = create(srv.client, task_id)
-        upload(srv.client, ep, sol)
-        prof = tool(srv.client, ep, "Profile")
-        r, comp, text = submit(srv.client, ep)
-        check(r is not None and r >= 1, f"{sol.name}: reward {r}; {figures(comp)}")
-        if r is None or r < 1:
-            print(prof["observation"]["content"][-3000:])
-            print(text[-3000:])
+        if meta.is_file() and (not only or only in sol.name):
+            yield lambda sol=sol: run_solution(srv, sol)
+
+
+def run_solution(srv, sol):
+    meta = sol / "solution.json"
+    task = json.loads(meta.read_text())["task"]
+    task_id = task if "/" in task else ("test/axpby" if task == "axpby" else f"kgym/{task}")
+    ep = create(srv.client, task_id)
+    upload(srv.client, ep, sol)
+    prof = tool(srv.client, ep, "Profile")
+    r, comp, text = submit(srv.client, ep)
+    check(r is not None and r >= 1, f"{sol.name}: reward {r}; {figures(comp)}")
+    if r is None or r < 1:
+        print(prof["observation"]["content"][-3000:])
+        print(text[-3000:])
 
 
 def naive(python, model_py, workspace, ext_dir):
@@ -134,54 +150,74 @@ def naive(python, model_py, workspace, ext_dir):
         return {"reward": None, "error": out.stderr[-2000:]}
 
 
-def run_exploits(srv, python, folder, only, pure_python_only=False):
-    print(f"== exploits of {folder.relative_to(REPO)} on CUDA", flush=True)
+def exploit_cases(srv, python, folder, only, pure_python_only=False):
     for ex in sorted(folder.iterdir()):
         meta_path = ex / "exploit.json"
         if not meta_path.is_file() or (only and only not in ex.name):
             continue
         if pure_python_only and any((ex / "kernels").glob("*.c*")):
             continue
-        meta = json.loads(meta_path.read_text())
-        task = meta["task"]
-        task_id = task if "/" in task else f"kgym/{task}"
-        if pure_python_only:
-            task_dir = REPO / "tests/harness/tasks" / task
-            if not task_dir.is_dir():
-                continue
-        ep = create(srv.client, task_id)
-        upload(srv.client, ep, ex)
-        comp_out = tool(srv.client, ep, "Compile")
-        ext = srv.state / "episodes" / ep / "build" / "out"
-        model_py = srv.state / "episodes" / ep / "work" / "model.py"
-        with tempfile.TemporaryDirectory() as ws:
-            for f in ex.rglob("*"):
-                if f.is_file():
-                    dst = Path(ws) / f.relative_to(ex)
-                    dst.parent.mkdir(parents=True, exist_ok=True)
-                    dst.write_bytes(f.read_bytes())
-            n = naive(python, str(model_py), ws, str(ext))
-        r, comp, text = submit(srv.client, ep)
-        want = meta.get("kgym_expect", "fail")
-        stopped = r == -1 if want == "fail" else (r is not None and r <= 1)
-        check((n.get("reward") or -9) >= 2, f"{ex.name}: the naive checker pays {n.get('reward')} "
-                                             f"(control; compile: {comp_out['observation']['is_error'] is False})")
-        check(stopped, f"{ex.name}: kgym pays {r} (expected {want}); {comp.get('checks_failed') or figures(comp)}")
+        task = json.loads(meta_path.read_text())["task"]
+        if pure_python_only and not (REPO / "tests/harness/tasks" / task).is_dir():
+            continue
+        yield lambda ex=ex: run_exploit(srv, python, ex)
+
+
+def run_exploit(srv, python, ex):
+    meta = json.loads((ex / "exploit.json").read_text())
+    task = meta["task"]
+    task_id = task if "/" in task else f"kgym/{task}"
+    ep = create(srv.client, task_id)
+    upload(srv.client, ep, ex)
+    comp_out = tool(srv.client, ep, "Compile")
+    ext = srv.state / "episodes" / ep / "build" / "out"
+    model_py = srv.state / "episodes" / ep / "work" / "model.py"
+    with tempfile.TemporaryDirectory() as ws:
+        for f in ex.rglob("*"):
+            if f.is_file():
+                dst = Path(ws) / f.relative_to(ex)
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                dst.write_bytes(f.read_bytes())
+        n = naive(python, str(model_py), ws, str(ext))
+    r, comp, text = submit(srv.client, ep)
+    want = meta.get("kgym_expect", "fail")
+    stopped = r == -1 if want == "fail" else (r is not None and r <= 1)
+    check((n.get("reward") or -9) >= 2, f"{ex.name}: the naive checker pays {n.get('reward')} "
+                                         f"(control; compile: {comp_out['observation']['is_error'] is False})")
+    check(stopped, f"{ex.name}: kgym pays {r} (expected {want}); {comp.get('checks_failed') or figures(comp)}")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--server", default=str(REPO / os.environ.get("KGYM_BUILD", "build") / "kgym-env"))
-    ap.add_argument("--only", default="")
+    ap.add_argument("--only", default="", help="run the cases whose name holds this string")
+    ap.add_argument("--parts", default="template,solutions,gpu_exploits,cpu_exploits")
+    ap.add_argument("--jobs", type=int, default=4, help="cases at once (the GPU lease serialises timing)")
+    ap.add_argument("--variant", choices=["gpu", "cpu"], default="gpu")
     args = ap.parse_args()
+    global VARIANT
+    VARIANT = args.variant
+    parts = set(args.parts.split(","))
     with tempfile.TemporaryDirectory() as tmp:
         srv = Server(args.server, args.python, Path(tmp) / "state")
         try:
-            run_template(srv)
-            run_solutions(srv, args.only)
-            run_exploits(srv, args.python, REPO / "tests/gpu/exploits", args.only)
-            run_exploits(srv, args.python, REPO / "tests/harness/exploits", args.only, pure_python_only=True)
+            cases = []
+            if "template" in parts and not args.only:
+                cases.append(lambda: run_template(srv))
+            if "solutions" in parts:
+                cases += list(solution_cases(srv, args.only))
+            if "gpu_exploits" in parts:
+                cases += list(exploit_cases(srv, args.python, REPO / "tests/gpu/exploits", args.only))
+            if "cpu_exploits" in parts:
+                cases += list(exploit_cases(srv, args.python, REPO / "tests/harness/exploits", args.only, True))
+            print(f"eval_gpu: {len(cases)} cases, {args.jobs} at a time", flush=True)
+            with ThreadPoolExecutor(args.jobs) as pool:
+                for fut in [pool.submit(case) for case in cases]:
+                    try:
+                        fut.result()
+                    except Exception as exc:  # one broken case never stops the others
+                        check(False, f"a case raised {type(exc).__name__}: {exc}")
         finally:
             srv.stop()
     print(f"eval_gpu: {len(FAILURES)} failure(s)")
