@@ -36,7 +36,10 @@ def start_server(binary, python, tmp):
            "--sandbox-python", python, "--harness", str(REPO / "env/harness"), "--tasks",
            str(REPO / "dataset/tasks"), "--tasks", str(REPO / "tests/gpu/tasks"), "--quiet",
            "--build-cache", str(tmp / "cache")]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, cwd=REPO)
+    env = dict(os.environ)
+    if os.environ.get("KGYM_SERVER_LIBS"):  # carried shared libraries, for the server alone
+        env["LD_LIBRARY_PATH"] = os.environ["KGYM_SERVER_LIBS"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, cwd=REPO, env=env)
     for _ in range(300):
         time.sleep(0.1)
         log.seek(0)

@@ -47,7 +47,10 @@ class Server:
                "--tasks", str(REPO / "tests/gpu/tasks"), "--tasks", str(REPO / "tests/harness/tasks"), "--quiet",
                "--idle-timeout", "0"]
         self.log = open(self.state.parent / "server.log", "w+")
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.log, cwd=REPO)
+        env = dict(os.environ)
+        if os.environ.get("KGYM_SERVER_LIBS"):  # carried shared libraries, for the server alone
+            env["LD_LIBRARY_PATH"] = os.environ["KGYM_SERVER_LIBS"]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.log, cwd=REPO, env=env)
         self.port = None
         for _ in range(300):
             time.sleep(0.1)
