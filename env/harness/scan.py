@@ -59,7 +59,7 @@ CPP_METHODS_ALLOWED = {
     "new_zeros", "zero_", "fill_", "is_floating_point", "itemsize", "ndimension", "narrow", "as_strided",
     "unflatten", "chunk", "split", "select", "slice", "index", "size_bytes", "is_same", "equal", "count", "set",
     "get", "to", "sum", "max", "min", "any", "all", "add", "sub", "mul", "div", "apply", "put", "take", "fill",
-    "clear", "reshape_as", "view_as", "expand_as",
+    "clear", "reshape_as", "view_as", "expand_as", "detach", "join", "swap", "reset", "release",
 }
 # Tensor methods of the generic-name kind above are too common in plain C++ (std::, pybind11) to
 # be told apart by a regex; "to", "sum", ... are allowed there and left to the dynamic record,

@@ -12,7 +12,7 @@ class Model(nn.Module):
         self.alpha = alpha
 
     def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        return self.alpha * a + b
+        return torch.add(b, a, alpha=self.alpha)  # one kernel, no temporary
 
 
 def get_inputs():
