@@ -500,6 +500,7 @@ json_t *eval_run(eval_server *es, const tool_env *env, const char *mode)
     if (slot >= 0)
         json_object_set_new(verdict, "gpu", json_integer(es->gpus.index[slot]));
     json_object_set_new(verdict, "snapshot", json_integer(env->evs->n_evals));
+    json_object_set_new(verdict, "seed", json_integer((json_int_t)(env->eval_seed >> 1)));
     json_object_set_new(verdict, "eval_ms", json_real(mono_ms() - t0));
     json_object_set_new(verdict, "mode", json_string(mode));
     return verdict;
