@@ -95,7 +95,11 @@ class Runner:
         if kind == "candidate":
             sys.path.insert(0, self.args.ext_dir)
             import cuda_extension  # the module Compile built: first on the path, before the agent's code
+            import torch.utils.cpp_extension as cpp_extension
 
+            # KernelBench-style solutions: Compile built their load_inline sources into the
+            # module (harness/inline.py); nothing is compiled in this process.
+            cpp_extension.load_inline = lambda *a, **k: cuda_extension
             mod = load_module("model_new", self.args.module)
             cls = getattr(mod, "ModelNew", None)
             if cls is None:

@@ -3,14 +3,80 @@
  * The agent gets the compiler's own words: errors verbatim, paths as it knows them
  * (kernels/foo.cu:12:3: error: ...). A failing build is an in-band COMPILE_ERROR; a build the
  * server could not run (sandbox, disk) is INFRA_ERROR, never the agent's fault. */
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness/build.h"
 #include "harness/eval.h"
 #include "tools/tool.h"
 #include "util/strbuf.h"
+#include "spawn.h"
+#include "tools/fs.h"
 #include "wspath.h"
+
+/* Runs harness/inline.py on model_new.py (an AST walk, nothing of it runs) and writes the
+ * load_inline sources it finds as kernels/load_inline_<name>*.{cu,cpp} through Write. Returns 0
+ * (nothing to do, or done) or -1 with a message for the agent. */
+static int expand_load_inline(const tool_env *env, char *msg, size_t cap)
+{
+    fs_file f = {0};
+    if (fs_load(env->root_fd, "model_new.py", 1u << 20, &f) != 0)
+        return 0; /* no model_new.py: Verify says so */
+    bool wanted = memmem(f.data, f.len, "load_inline", 11) != NULL;
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/model_new.inline.py", env->episode_dir);
+    FILE *out = wanted ? fopen(path, "w") : NULL;
+    bool written = out && fwrite(f.data, 1, f.len, out) == f.len;
+    if (out && fclose(out) != 0)
+        written = false;
+    fs_file_free(&f);
+    if (!wanted)
+        return 0;
+    if (!written) {
+        snprintf(msg, cap, "cannot stage model_new.py for load_inline");
+        return -1;
+    }
+    char script[PATH_MAX + 16];
+    snprintf(script, sizeof script, "%s/inline.py", env->eval->harness_dir);
+    const char *argv[] = {env->eval->tc.python, "-I", script, path, NULL};
+    static const char *const ENV[] = {"PATH=/usr/bin:/bin", NULL};
+    spawn_opts o = SPAWN_OPTS_INIT;
+    o.argv = argv;
+    o.envp = ENV;
+    o.timeout_ms = 30000;
+    o.capture_cap = 8u << 20;
+    spawn_result r;
+    int rc = spawn_run(&o, &r);
+    json_t *doc = rc == 0 && r.exit_code == 0 && r.out.data ? json_loads(r.out.data, 0, NULL) : NULL;
+    spawn_result_deinit(&r);
+    unlink(path);
+    const json_t *files = json_object_get(doc, "files");
+    if (!json_is_object(files)) {
+        const char *why = json_string_value(json_object_get(doc, "error"));
+        snprintf(msg, cap, "load_inline: %s", why ? why : "its sources could not be read");
+        json_decref(doc);
+        return -1;
+    }
+    const char *rel;
+    json_t *text;
+    int status = 0;
+    json_object_foreach((json_t *)files, rel, text) {
+        json_t *wargs = json_pack("{s:s, s:O}", "file_path", rel, "content", text);
+        tool_result w = {0};
+        tool_invoke(&tool_def_write, env, wargs, &w);
+        json_decref(wargs);
+        if (w.is_error && status == 0) {
+            snprintf(msg, cap, "load_inline: cannot write %s: %s", rel, w.content);
+            status = -1;
+        }
+        tool_result_deinit(&w);
+    }
+    json_decref(doc);
+    return status;
+}
 
 int build_for_episode(const tool_env *env, build_result *res)
 {
@@ -38,6 +104,14 @@ int build_for_episode(const tool_env *env, build_result *res)
         .link_cuda = !env->cpu_variant && es->tc.nvcc[0] && es->tc.torch_cuda,
         .log_cap = env->limits ? env->limits->max_output_chars : 30000,
     };
+    char msg[2048];
+    if (expand_load_inline(env, msg, sizeof msg) != 0) {
+        memset(res, 0, sizeof *res);
+        res->error_code = "COMPILE_ERROR";
+        res->sources = json_array();
+        res->log = strdup(msg);
+        return 0;
+    }
     return build_extension(&es->tc, &req, res);
 }
 
