@@ -445,6 +445,7 @@ class Judge:
         comp = self.components
         comp.update({"harness": HARNESS_VERSION, "device": self.device, "atol": self.atol, "rtol": self.rtol})
         violations = scan.scan_dir(job["candidate_dir"])
+        violations += scan.scan_extension(os.path.join(job["candidate_dir"], "ext", "cuda_extension.so"))
         if violations:
             comp["static_violations"] = violations[:50]
             raise CandidateFailed("FORBIDDEN_CODE", "the static scan refused the candidate:\n" +

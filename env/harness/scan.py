@@ -17,6 +17,7 @@ Rules (SKILL.md says the same in the agent's words):
 import ast
 import os
 import re
+import subprocess
 
 PY_IMPORTS = {"torch", "torch.nn", "cuda_extension", "math", "typing", "__future__", "numbers", "dataclasses"}
 TORCH_FROM_IMPORTS = {"nn", "Tensor"}
@@ -298,3 +299,55 @@ def scan_cpp(src, fname, methods):
                      if no - 1 < len(src.split("\n")) else ""):
             out.append(f"{fname}:{no}: this header brings PyTorch compute ops")
     return out
+
+
+# ---- the built module's imports ---------------------------------------------------------------
+# The source scan reads text, and text can hide a call (argument-dependent lookup: `mul(a, b)` is
+# at::mul with no at:: in sight); the dispatch-mode record runs inside the candidate's process,
+# which can exclude itself from it. What the linker had to leave unresolved cannot hide: every
+# ATen op a module calls is an undefined reference to at::_ops::<op>::call (or redispatch).
+EXT_OPS_ALLOWED = {
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like",
+    "new_zeros", "ones", "ones_like", "new_ones", "full", "full_like", "new_full", "fill", "fill_", "zero_",
+    "view", "_unsafe_view", "reshape", "_reshape_alias", "as_strided", "expand", "permute", "transpose",
+    "t", "squeeze", "unsqueeze", "slice", "select", "alias", "detach", "contiguous", "flatten", "unflatten",
+    "view_as", "reshape_as", "expand_as", "narrow", "split", "chunk", "unbind", "movedim", "item",
+    "_local_scalar_dense", "resize_", "set_", "is_same_size", "sym_size", "sym_stride", "sym_numel",
+}
+_OP_REF = re.compile(r"\bat::_ops::(\w+)::(?:call|redispatch)\b")
+_BACKEND_FN = re.compile(r"\bat::(native|cpu|meta|compositeexplicitautograd\w*|compositeimplicitautograd\w*)::(\w+)")
+_CUDA_FN = re.compile(r"\bat::cuda::(\w+)")
+_CUDA_FN_OK = re.compile(r"^(getCurrent\w+|get\w*Handle\w*|getDeviceProperties|getStreamFromPool|"
+                         r"setCurrent\w+|device_synchronize|CUDA\w*|\w*Guard\w*|warp_size)$")
+_DYNAMIC = re.compile(r"\b(c10::Dispatcher::|c10::OperatorHandle|dlsym\b|dlopen\b|dlvsym\b)")
+
+
+def op_allowed(op):
+    """at::_ops names are <op>[_<overload>]: allowed when the op (without its overload) is."""
+    if any(w in op for w in ("scatter", "copy", "backward")):
+        return False
+    return op in EXT_OPS_ALLOWED or any(op.startswith(a + "_") for a in EXT_OPS_ALLOWED)
+
+
+def scan_extension(so_path, nm="nm"):
+    """Violations among the undefined symbols of the built module (nm -D, demangled)."""
+    try:
+        out = subprocess.run([nm, "-D", "--undefined-only", "-C", so_path], capture_output=True,
+                             text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise RuntimeError(f"cannot list the module's symbols: {exc}")
+    if out.returncode != 0:
+        raise RuntimeError(f"nm failed on the module: {out.stderr[-300:]}")
+    bad = set()
+    for line in out.stdout.splitlines():
+        for m in _OP_REF.finditer(line):
+            if not op_allowed(m.group(1)):
+                bad.add(f"aten op {m.group(1)} (ATen computes; only allocation and views may come from it)")
+        for m in _BACKEND_FN.finditer(line):
+            bad.add(f"at::{m.group(1)}::{m.group(2)} (an ATen kernel called directly)")
+        for m in _CUDA_FN.finditer(line):
+            if not _CUDA_FN_OK.match(m.group(1)):
+                bad.add(f"at::cuda::{m.group(1)} (an ATen CUDA kernel called directly)")
+        if _DYNAMIC.search(line):
+            bad.add(f"{_DYNAMIC.search(line).group(1).rstrip(':')} (looking operators or symbols up at run time)")
+    return [f"cuda_extension: calls {b}" for b in sorted(bad)]

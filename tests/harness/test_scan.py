@@ -99,3 +99,37 @@ def test_cpp_clean_passes():
 def test_cpp_compute_is_refused(line):
     src = CPP_CLEAN.replace("    return out;", "    " + line + "\n    return out;")
     assert scan.scan_cpp(src, "kernels/f.cpp", scan.tensor_compute_methods()), line
+
+
+def fake_nm(tmp_path, symbols):
+    """An nm stand-in printing the given undefined symbols (as `nm -D --undefined-only -C` does)."""
+    nm = tmp_path / "nm"
+    nm.write_text("#!/bin/sh\ncat <<'END'\n" + "\n".join(f"                 U {s}" for s in symbols) + "\nEND\n")
+    nm.chmod(0o755)
+    return str(nm)
+
+
+HONEST_IMPORTS = ["at::_ops::empty_like::call(at::Tensor const&, std::optional<c10::ScalarType>)",
+                  "at::_ops::empty_memory_format::call(c10::ArrayRef<c10::SymInt>)",
+                  "at::_ops::view::call(at::Tensor const&, c10::ArrayRef<c10::SymInt>)",
+                  "c10::cuda::getCurrentCUDAStream(signed char)", "THPVariable_Wrap(at::TensorBase const&)",
+                  "at::cuda::getCurrentCUDABlasHandle()", "cudaLaunchKernel"]
+
+
+def test_extension_imports_of_an_honest_module_pass(tmp_path):
+    assert scan.scan_extension("/dev/null", nm=fake_nm(tmp_path, HONEST_IMPORTS)) == []
+
+
+@pytest.mark.parametrize("symbol,word", [
+    ("at::_ops::mul_Tensor::call(at::Tensor const&, at::Tensor const&)", "mul_Tensor"),
+    ("at::_ops::mm::call(at::Tensor const&, at::Tensor const&)", "mm"),
+    ("at::_ops::slice_scatter::call(at::Tensor const&)", "slice_scatter"),
+    ("at::_ops::copy_::call(at::Tensor&, at::Tensor const&, bool)", "copy_"),
+    ("at::native::add(at::Tensor const&, at::Tensor const&, c10::Scalar const&)", "at::native::add"),
+    ("at::cuda::mul(at::Tensor const&, at::Tensor const&)", "at::cuda::mul"),
+    ("c10::Dispatcher::singleton()", "c10::Dispatcher"),
+    ("dlsym", "dlsym"),
+])
+def test_extension_importing_aten_compute_is_refused(tmp_path, symbol, word):
+    found = scan.scan_extension("/dev/null", nm=fake_nm(tmp_path, HONEST_IMPORTS + [symbol]))
+    assert found and any(word in v for v in found), found
