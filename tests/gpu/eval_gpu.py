@@ -39,13 +39,13 @@ def check(cond, what):
 
 
 class Server:
-    def __init__(self, binary, python, state):
+    def __init__(self, binary, python, state, eval_timeout=900):
         self.state = Path(state)
         cmd = [binary, "serve", "--port", "0", "--state-dir", str(self.state), "--template", str(REPO / "env/template"),
                "--sandbox-profiles", str(REPO / "sandbox_profiles"), "--sandbox-python", python,
                "--harness", str(REPO / "env/harness"), "--tasks", str(REPO / "dataset/tasks"),
                "--tasks", str(REPO / "tests/gpu/tasks"), "--tasks", str(REPO / "tests/harness/tasks"), "--quiet",
-               "--idle-timeout", "0"]
+               "--idle-timeout", "0", "--eval-timeout", str(eval_timeout)]
         self.log = open(self.state.parent / "server.log", "w+")
         env = dict(os.environ)
         if os.environ.get("KGYM_SERVER_LIBS"):  # carried shared libraries, for the server alone
@@ -127,7 +127,7 @@ def solution_cases(srv, only):
     for sol in sorted((REPO / "tests/gpu/solutions").iterdir()):
         meta = sol / "solution.json"
         if meta.is_file() and (not only or only in sol.name):
-            yield lambda sol=sol: run_solution(srv, sol)
+            yield sol.name, lambda sol=sol: run_solution(srv, sol)
 
 
 def run_solution(srv, sol):
@@ -163,7 +163,7 @@ def exploit_cases(srv, python, folder, only, pure_python_only=False):
         task = json.loads(meta_path.read_text())["task"]
         if pure_python_only and not (REPO / "tests/harness/tasks" / task).is_dir():
             continue
-        yield lambda ex=ex: run_exploit(srv, python, ex)
+        yield ex.name, lambda ex=ex: run_exploit(srv, python, ex)
 
 
 def run_exploit(srv, python, ex):
@@ -190,6 +190,15 @@ def run_exploit(srv, python, ex):
     check(stopped, f"{ex.name}: kgym pays {r} (expected {want}); {comp.get('checks_failed') or figures(comp)}")
 
 
+def timed_case(name, case):
+    print(f"  ...   {name}: started", flush=True)
+    t0 = time.monotonic()
+    try:
+        case()
+    finally:
+        print(f"  ...   {name}: done in {time.monotonic() - t0:.0f} s", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--python", default=sys.executable)
@@ -198,25 +207,29 @@ def main():
     ap.add_argument("--parts", default="template,solutions,gpu_exploits,cpu_exploits")
     ap.add_argument("--jobs", type=int, default=4, help="cases at once (the GPU lease serialises timing)")
     ap.add_argument("--variant", choices=["gpu", "cpu"], default="gpu")
+    ap.add_argument("--skip", default="", help="comma-separated case names to leave out")
+    ap.add_argument("--eval-timeout", type=int, default=900, help="the server's limit per evaluation (s)")
     args = ap.parse_args()
     global VARIANT
     VARIANT = args.variant
     parts = set(args.parts.split(","))
     with tempfile.TemporaryDirectory() as tmp:
-        srv = Server(args.server, args.python, Path(tmp) / "state")
+        srv = Server(args.server, args.python, Path(tmp) / "state", args.eval_timeout)
         try:
             cases = []
             if "template" in parts and not args.only:
-                cases.append(lambda: run_template(srv))
+                cases.append(("template", lambda: run_template(srv)))
             if "solutions" in parts:
                 cases += list(solution_cases(srv, args.only))
             if "gpu_exploits" in parts:
                 cases += list(exploit_cases(srv, args.python, REPO / "tests/gpu/exploits", args.only))
             if "cpu_exploits" in parts:
                 cases += list(exploit_cases(srv, args.python, REPO / "tests/harness/exploits", args.only, True))
+            skip = {x for x in args.skip.split(",") if x}
+            cases = [c for c in cases if c[0] not in skip]
             print(f"eval_gpu: {len(cases)} cases, {args.jobs} at a time", flush=True)
             with ThreadPoolExecutor(args.jobs) as pool:
-                for fut in [pool.submit(case) for case in cases]:
+                for fut in [pool.submit(timed_case, name, case) for name, case in cases]:
                     try:
                         fut.result()
                     except Exception as exc:  # one broken case never stops the others
