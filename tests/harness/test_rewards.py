@@ -1,0 +1,46 @@
+"""The honest solutions of tests/harness/solutions/ through a real kgym-env: each is written into a
+CPU episode of its task and submitted, and the reward must be one of its solution.json's
+"expect_reward" (diag_matmul_fast 3, diag_matmul_slow 1, diag_matmul_wrong -1, scale_shift_fused 2
+or 3). Together with test_exploits_kgym.py this shows kgym's defences do not simply refuse
+everything: real speed-ups are paid, a correct slow kernel gets 1, a wrong one -1.
+
+Needs build/kgym-env with the evaluation engine, run as root (the sandbox).
+"""
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness_cases  # noqa: E402
+import kgym_episode  # noqa: E402
+
+pytestmark = pytest.mark.kgym_eval
+
+SOLUTIONS = harness_cases.solutions()
+
+
+@pytest.fixture
+def client(harness_server):
+    c = harness_server.client()
+    yield c
+    c.close()
+
+
+@pytest.mark.parametrize("name,meta,folder", SOLUTIONS, ids=[s[0] for s in SOLUTIONS])
+def test_honest_solution_reward(client, name, meta, folder):
+    res = kgym_episode.run_case(client, meta["task"], folder)
+    summary = kgym_episode.describe(res)
+    print(f"{name}: {summary}")
+    assert res["info"].get("eval_status") == "ok", f"{name}: the evaluation itself failed: {summary}"
+    if res["compile"] is not None:
+        assert res["compile"]["is_error"] is False, f"{name} does not compile: {res['compile']['content'][-3000:]}"
+    assert res["reward"] in meta["expect_reward"], (
+        f"{name}: reward {res['reward']}, expected one of {meta['expect_reward']}: {summary}")
+    comp = res["info"].get("reward_components", {})
+    if res["reward"] == -1:
+        assert comp.get("checks_failed"), summary
+    else:
+        assert comp.get("correct") is True, summary
+        for k in ("t_candidate_ms", "t_eager_ms"):
+            assert isinstance(comp.get(k), (int, float)) and comp[k] > 0, summary
