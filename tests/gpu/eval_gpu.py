@@ -185,8 +185,9 @@ def run_exploit(srv, python, ex):
     r, comp, text = submit(srv.client, ep)
     want = meta.get("kgym_expect", "fail")
     stopped = r == -1 if want == "fail" else (r is not None and r <= 1)
-    check((n.get("reward") or -9) >= 2, f"{ex.name}: the naive checker pays {n.get('reward')} "
-                                         f"(control; compile: {comp_out['observation']['is_error'] is False})")
+    if meta.get("naive_cuda", True):  # some cheats only the CPU suite's naive checker allows
+        check((n.get("reward") or -9) >= 2, f"{ex.name}: the naive checker pays {n.get('reward')} "
+                                             f"(control; compile: {comp_out['observation']['is_error'] is False})")
     check(stopped, f"{ex.name}: kgym pays {r} (expected {want}); {comp.get('checks_failed') or figures(comp)}")
 
 
