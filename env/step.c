@@ -1,4 +1,5 @@
 #include "step.h"
+#include "util/text.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,13 +15,6 @@ typedef struct action {
     const char *error_code; /* set when the call cannot run: UNKNOWN_TOOL, INVALID_TOOL_CALL */
     char error[256];
 } action;
-
-static double mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
 
 static void copy_str(char *dst, size_t cap, const json_t *v)
 {
@@ -99,7 +93,7 @@ static bool single_turn_refuses(const episode *ep, const action *a)
 static json_t *run_action(server *srv, episode *ep, action *a, json_t **final)
 {
     tool_result res = {0};
-    double t0 = mono_ms();
+    double t0 = text_mono_ms();
     if (!a->error_code && *final) {
         tool_fail(&res, "EPISODE_ENDED", NULL,
                   "not run: Submit ended the episode earlier in this turn");
@@ -121,7 +115,7 @@ static json_t *run_action(server *srv, episode *ep, action *a, json_t **final)
             res.final_eval = NULL;
         }
     }
-    double ms = mono_ms() - t0;
+    double ms = text_mono_ms() - t0;
     const char *code = res.is_error ? json_string_value(json_object_get(res.data, "error_code"))
                                     : NULL;
     metrics_tool(srv->metrics, a->tool ? a->tool->name : "unknown", code, ms / 1000.0);
@@ -210,7 +204,7 @@ void step_run(server *srv, episode *ep, const json_t *body, const char *shorthan
     json_t *raws = turn_actions(srv, body, shorthand_tool, &single, resp);
     if (!raws)
         return;
-    double t0 = mono_ms();
+    double t0 = text_mono_ms();
     json_t *observations = json_array(), *recorded = json_array();
     json_t *final = NULL; /* the final evaluation, once Submit ran */
     size_t i;
@@ -222,7 +216,7 @@ void step_run(server *srv, episode *ep, const json_t *body, const char *shorthan
         json_array_append_new(recorded, action_record(&a, raw));
         json_decref(a.args);
     }
-    double exec_ms = mono_ms() - t0;
+    double exec_ms = text_mono_ms() - t0;
     ep->step++;
     bool terminated = final != NULL;
     bool truncated = !terminated &&
@@ -234,7 +228,7 @@ void step_run(server *srv, episode *ep, const json_t *body, const char *shorthan
     if (!reward)
         reward = json_null();
 
-    double t1 = mono_ms();
+    double t1 = text_mono_ms();
     json_t *info = step_info(ep, exec_ms, 0);
     if (final) {
         json_object_set(info, "reward_components", final);
@@ -266,7 +260,7 @@ void step_run(server *srv, episode *ep, const json_t *body, const char *shorthan
     if (json_is_number(reward))
         ep->total_reward += json_number_value(reward);
     json_object_set_new(json_object_get(info, "timing"), "record_ms",
-                        json_real(mono_ms() - t1));
+                        json_real(text_mono_ms() - t1));
     json_t *out = json_object();
     if (single)
         json_object_set(out, "observation", json_array_get(observations, 0));

@@ -42,24 +42,6 @@
 #define BUILD_FSIZE (2ull << 30)        /* RLIMIT_FSIZE of unsandboxed compilers */
 #define PCH_HEADER "torch_ext.h"        /* force-included; its .gch sits beside it */
 
-/* snprintf whose truncation is checked: true when it all fitted. */
-static bool fmt(char *out, size_t cap, const char *f, ...) __attribute__((format(printf, 3, 4)));
-static bool fmt(char *out, size_t cap, const char *f, ...)
-{
-    va_list ap;
-    va_start(ap, f);
-    int n = vsnprintf(out, cap, f, ap);
-    va_end(ap);
-    return n >= 0 && (size_t)n < cap;
-}
-
-static double mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 /* ---- SHA-256 ------------------------------------------------------------------------------ */
 
 static void to_hex(const unsigned char *d, size_t n, char *hex)
@@ -470,8 +452,8 @@ static int load_kernels(const build_request *req, snapshot *s, build_result *res
             break;
         }
         f->kind = (src_kind)kind_of(names[i]);
-        fmt(f->rel, sizeof f->rel, "kernels/%s", names[i]);
-        fmt(f->obj, sizeof f->obj, "obj/kernels_%s.o", names[i]);
+        text_fmt(f->rel, sizeof f->rel, "kernels/%s", names[i]);
+        text_fmt(f->obj, sizeof f->obj, "obj/kernels_%s.o", names[i]);
         rc = read_entry(dfd, names[i], s, f, res);
     }
     if (dfd >= 0)
@@ -493,7 +475,7 @@ static int load_trusted(const build_request *req, snapshot *s, build_result *res
             fail(res, "INFRA_ERROR", "out of memory");
             return -1;
         }
-        fmt(path, sizeof path, "%s/%s", req->template_dir ? req->template_dir : "", NAMES[i]);
+        text_fmt(path, sizeof path, "%s/%s", req->template_dir ? req->template_dir : "", NAMES[i]);
         int rc = file_read_all(path, BUILD_MAX_SOURCE, &f->data, &f->len);
         if (rc != 0) {
             fail(res, "INFRA_ERROR", "cannot read the trusted %s: %s", path, strerror(-rc));
@@ -501,8 +483,8 @@ static int load_trusted(const build_request *req, snapshot *s, build_result *res
         }
         f->kind = i == 0 ? SRC_CXX : SRC_HEADER;
         f->trusted = true;
-        fmt(f->rel, sizeof f->rel, "%s", NAMES[i]);
-        fmt(f->obj, sizeof f->obj, "obj/%s.o", NAMES[i]);
+        text_fmt(f->rel, sizeof f->rel, "%s", NAMES[i]);
+        text_fmt(f->obj, sizeof f->obj, "obj/%s.o", NAMES[i]);
     }
     return 0;
 }
@@ -531,7 +513,7 @@ static int put_file(const char *path, const char *data, size_t len, mode_t mode)
 static int fresh_dir(const build_request *req, bool sandboxed, const char *sub, bool owned)
 {
     char path[PATH_MAX];
-    if (!fmt(path, sizeof path, "%s/%s", req->build_dir, sub))
+    if (!text_fmt(path, sizeof path, "%s/%s", req->build_dir, sub))
         return errno = ENAMETOOLONG, -1;
     if (ws_remove_tree(path) != 0)
         return -1;
@@ -561,7 +543,7 @@ static int prepare_dirs(const build_request *req, bool sandboxed, const snapshot
         goto infra;
     for (size_t i = 0; i < s->n; i++) {
         char path[PATH_MAX];
-        if (!fmt(path, sizeof path, "%s/src/%s", req->build_dir, s->f[i].rel) ||
+        if (!text_fmt(path, sizeof path, "%s/src/%s", req->build_dir, s->f[i].rel) ||
             put_file(path, s->f[i].data, s->f[i].len, 0644) != 0)
             goto infra;
     }
@@ -656,7 +638,7 @@ static int run_sandboxed(const runner *r, const char *const *argv, int timeout_m
     sandbox_result sr;
     if (sandbox_run(req->sbx, &c, &sr) != 0) {
         o->infra = true;
-        fmt(o->why, sizeof o->why, "the compile sandbox could not start (%s: %s)",
+        text_fmt(o->why, sizeof o->why, "the compile sandbox could not start (%s: %s)",
             sr.run.fail_stage ? sr.run.fail_stage : "?", strerror(sr.run.fail_errno));
         sandbox_result_deinit(&sr);
         return -1;
@@ -667,7 +649,7 @@ static int run_sandboxed(const runner *r, const char *const *argv, int timeout_m
     o->timed_out = sr.end == SBX_END_TIMEOUT;
     if (sr.end == SBX_END_SETUP) {
         o->infra = true;
-        fmt(o->why, sizeof o->why, "the compile sandbox could not be set up: %.150s",
+        text_fmt(o->why, sizeof o->why, "the compile sandbox could not be set up: %.150s",
             sr.run.err.data ? sr.run.err.data : "");
     }
     sandbox_end_note(&sr, o);
@@ -696,7 +678,7 @@ static int run_plain(const runner *r, const char *const *argv, int timeout_ms, r
     spawn_result sr;
     if (spawn_run(&so, &sr) != 0) {
         o->infra = true;
-        fmt(o->why, sizeof o->why, "cannot run %s (%s: %s)", argv[0],
+        text_fmt(o->why, sizeof o->why, "cannot run %s (%s: %s)", argv[0],
             sr.fail_stage ? sr.fail_stage : "?", strerror(sr.fail_errno));
         spawn_result_deinit(&sr);
         return -1;
@@ -717,7 +699,7 @@ static int run_plain(const runner *r, const char *const *argv, int timeout_ms, r
 static int run_cmd(const runner *r, const argvec *a, int cap_ms, run_out *o)
 {
     memset(o, 0, sizeof *o);
-    double t0 = mono_ms();
+    double t0 = text_mono_ms();
     double left = r->deadline - t0;
     if (cap_ms > 0 && left > cap_ms)
         left = cap_ms;
@@ -733,7 +715,7 @@ static int run_cmd(const runner *r, const argvec *a, int cap_ms, run_out *o)
             rc = -1;
     if (rc != 0) {
         o->infra = true;
-        fmt(o->why, sizeof o->why, "out of memory");
+        text_fmt(o->why, sizeof o->why, "out of memory");
     } else if (r->sandboxed) {
         rc = run_sandboxed(r, argv, (int)left, o);
     } else {
@@ -742,7 +724,7 @@ static int run_cmd(const runner *r, const argvec *a, int cap_ms, run_out *o)
     for (size_t i = 0; argv && i < a->n; i++)
         free((char *)argv[i]);
     free(argv);
-    o->ms = mono_ms() - t0;
+    o->ms = text_mono_ms() - t0;
     return rc;
 }
 
@@ -794,7 +776,7 @@ static int store_file(const char *src, const char *dest, uint64_t max)
     }
     char tmp[PATH_MAX];
     static atomic_uint seq;
-    if (!fmt(tmp, sizeof tmp, "%s.tmp-%d-%u", dest, (int)getpid(), atomic_fetch_add(&seq, 1))) {
+    if (!text_fmt(tmp, sizeof tmp, "%s.tmp-%d-%u", dest, (int)getpid(), atomic_fetch_add(&seq, 1))) {
         close(in);
         errno = ENAMETOOLONG;
         return -1;
@@ -820,7 +802,7 @@ static int store_file(const char *src, const char *dest, uint64_t max)
 int build_cache_store(const char *cache_dir, const char *key, const char *obj_path)
 {
     char dir[PATH_MAX], dest[PATH_MAX];
-    if (!fmt(dir, sizeof dir, "%s/obj", cache_dir) || !fmt(dest, sizeof dest, "%s/%s.o", dir, key))
+    if (!text_fmt(dir, sizeof dir, "%s/obj", cache_dir) || !text_fmt(dest, sizeof dest, "%s/%s.o", dir, key))
         return errno = ENAMETOOLONG, -1;
     if (ensure_dir(cache_dir) != 0 || ensure_dir(dir) != 0)
         return -1;
@@ -860,7 +842,7 @@ static void pch_mark_bad(const char *key)
 {
     pthread_mutex_lock(&pch_state_lock);
     size_t i = pch_failed_next++ % (sizeof pch_failed / sizeof pch_failed[0]);
-    fmt(pch_failed[i], sizeof pch_failed[i], "%s", key);
+    text_fmt(pch_failed[i], sizeof pch_failed[i], "%s", key);
     pthread_mutex_unlock(&pch_state_lock);
 }
 
@@ -895,21 +877,21 @@ static void pch_build(const runner *r, argvec *a, const char *key, const char *c
     const build_request *req = r->req;
     char path[PATH_MAX], built[PATH_MAX], dir[PATH_MAX];
     static const char WRAP[] = "#include <torch/extension.h>\n";
-    fmt(path, sizeof path, "%s/pchbuild/" PCH_HEADER, req->build_dir);
-    fmt(built, sizeof built, "%s.gch", path);
+    text_fmt(path, sizeof path, "%s/pchbuild/" PCH_HEADER, req->build_dir);
+    text_fmt(built, sizeof built, "%s.gch", path);
     if (fresh_dir(req, r->sandboxed, "pchbuild", true) != 0 ||
         put_file(path, WRAP, sizeof WRAP - 1, 0644) != 0)
         return;
     run_out o;
-    double t0 = mono_ms();
+    double t0 = text_mono_ms();
     int rc = run_cmd(r, a, 600000, &o);
     if (rc == 0 && !o.timed_out && o.exit_code == 0) {
-        fmt(dir, sizeof dir, "%s/pch", req->cache_dir);
+        text_fmt(dir, sizeof dir, "%s/pch", req->cache_dir);
         int st = ensure_dir(dir);
-        fmt(dir, sizeof dir, "%s/pch/%s", req->cache_dir, key);
+        text_fmt(dir, sizeof dir, "%s/pch/%s", req->cache_dir, key);
         if (st == 0 && ensure_dir(dir) == 0 && store_file(built, cached, BUILD_MAX_PCH) == 0) {
             char msg[96];
-            fmt(msg, sizeof msg, "built in %.1f s", (mono_ms() - t0) / 1e3);
+            text_fmt(msg, sizeof msg, "built in %.1f s", (text_mono_ms() - t0) / 1e3);
             log_event("info", "pch_built", key, msg);
         }
     } else if (rc == 0 && !o.timed_out) {
@@ -921,7 +903,7 @@ static void pch_build(const runner *r, argvec *a, const char *key, const char *c
     }
     sb_free(&o.text);
     char sub[PATH_MAX];
-    fmt(sub, sizeof sub, "%s/pchbuild", req->build_dir);
+    text_fmt(sub, sizeof sub, "%s/pchbuild", req->build_dir);
     ws_remove_tree(sub);
 }
 
@@ -936,10 +918,10 @@ static bool pch_ensure(const runner *r, const build_toolchain *tc)
         av_free(&a);
         return false;
     }
-    fmt(cached, sizeof cached, "%s/pch/%s/" PCH_HEADER ".gch", req->cache_dir, key);
+    text_fmt(cached, sizeof cached, "%s/pch/%s/" PCH_HEADER ".gch", req->cache_dir, key);
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
-    double left = r->deadline - mono_ms();
+    double left = r->deadline - text_mono_ms();
     if (left < 0)
         left = 0;
     until.tv_sec += (time_t)(left / 1000);
@@ -962,10 +944,10 @@ static bool pch_ensure(const runner *r, const build_toolchain *tc)
     if (bad || lstat(cached, &st) != 0 || !S_ISREG(st.st_mode))
         return false;
     static const char WRAP[] = "#include <torch/extension.h>\n";
-    fmt(path, sizeof path, "%s/pch/" PCH_HEADER, req->build_dir);
+    text_fmt(path, sizeof path, "%s/pch/" PCH_HEADER, req->build_dir);
     if (put_file(path, WRAP, sizeof WRAP - 1, 0644) != 0)
         return false;
-    fmt(path, sizeof path, "%s/pch/" PCH_HEADER ".gch", req->build_dir);
+    text_fmt(path, sizeof path, "%s/pch/" PCH_HEADER ".gch", req->build_dir);
     return link(cached, path) == 0; /* a ~GB copy per build would cost more than it saves */
 }
 
@@ -1044,12 +1026,12 @@ static int unit_plan(unit *u, const build_toolchain *tc, const snapshot *s, bool
 
 static void host_path(const build_request *req, const char *rel, char *out, size_t cap)
 {
-    fmt(out, cap, "%s/%s", req->build_dir, rel);
+    text_fmt(out, cap, "%s/%s", req->build_dir, rel);
 }
 
 static void cache_path(const build_request *req, const char *key, char *out, size_t cap)
 {
-    fmt(out, cap, "%s/obj/%s.o", req->cache_dir, key);
+    text_fmt(out, cap, "%s/obj/%s.o", req->cache_dir, key);
 }
 
 /* Takes the unit's object from the cache when it is there. */
@@ -1082,7 +1064,7 @@ static void compile_unit(const runner *r, unit *u)
         sb_printf(&u->out.text, "%s: the compiler produced no regular object file\n", u->src->rel);
     } else if (rc != 0) {
         char msg[PATH_MAX + 64];
-        fmt(msg, sizeof msg, "cannot write the object cache %s: %s", r->req->cache_dir,
+        text_fmt(msg, sizeof msg, "cannot write the object cache %s: %s", r->req->cache_dir,
             strerror(errno));
         server_log("warn", "build_cache", json_pack("{s:s}", "message", msg));
     }
@@ -1128,7 +1110,7 @@ char *build_clean_log(const char *text, size_t len, const char *build_dir, size_
 {
     char host[PATH_MAX + 8] = "";
     if (build_dir && build_dir[0])
-        fmt(host, sizeof host, "%s/src/", build_dir);
+        text_fmt(host, sizeof host, "%s/src/", build_dir);
     const char *pats[2] = {VWS "/src/", host};
     strbuf sb = STRBUF_INIT;
     size_t i = 0;
@@ -1351,7 +1333,7 @@ static int check_module(build *b, build_result *res)
         fail(res, "INFRA_ERROR", "the linker reported success but left no module at %s", path);
         return -1;
     }
-    fmt(res->so_path, sizeof res->so_path, "%s", path);
+    text_fmt(res->so_path, sizeof res->so_path, "%s", path);
     return 0;
 }
 
@@ -1380,7 +1362,7 @@ static void finish_log(build *b, build_result *res)
 int build_extension(const build_toolchain *tc, const build_request *req, build_result *res)
 {
     init_result(res);
-    double t0 = mono_ms();
+    double t0 = text_mono_ms();
     build b = {.tc = tc, .req = req};
     b.r.req = req;
     b.r.sandboxed = req->sbx && req->sbx->active && req->uid != 0 && req->gid != 0;
@@ -1432,7 +1414,7 @@ int build_extension(const build_toolchain *tc, const build_request *req, build_r
         res->so_path[0] = '\0';
     if (!res->ok)
         res->key[0] = '\0';
-    res->ms = mono_ms() - t0;
+    res->ms = text_mono_ms() - t0;
     return rc < 0 ? -1 : 0;
 }
 
@@ -1475,14 +1457,14 @@ static int probe_run(const char *const *argv, char **out, char *err, size_t errc
     spawn_result r;
     *out = NULL;
     if (spawn_run(&o, &r) != 0) {
-        fmt(err, errcap, "cannot run %s: %s", argv[0], strerror(r.fail_errno));
+        text_fmt(err, errcap, "cannot run %s: %s", argv[0], strerror(r.fail_errno));
         spawn_result_deinit(&r);
         return -1;
     }
     int code = r.timed_out ? 124 : r.exit_code;
     if (code != 0) {
         size_t n = r.err.len > 300 ? 300 : r.err.len;
-        fmt(err, errcap, "%s exited with %d: %.*s", argv[0], code, (int)n,
+        text_fmt(err, errcap, "%s exited with %d: %.*s", argv[0], code, (int)n,
             r.err.data + r.err.len - n);
     }
     *out = r.out.data;
@@ -1493,7 +1475,7 @@ static int probe_run(const char *const *argv, char **out, char *err, size_t errc
 
 static void copy_str(char *dst, size_t cap, const char *src)
 {
-    fmt(dst, cap, "%s", src ? src : "");
+    text_fmt(dst, cap, "%s", src ? src : "");
 }
 
 /* The first (last: true, the last) non-empty line of text. */
@@ -1505,7 +1487,7 @@ static void pick_line(const char *text, bool last, char *out, size_t cap)
         const char *nl = strchr(p, '\n');
         size_t n = nl ? (size_t)(nl - p) : strlen(p);
         if (n) {
-            fmt(out, cap, "%.*s", (int)n, p);
+            text_fmt(out, cap, "%.*s", (int)n, p);
             if (!last)
                 return;
         }
@@ -1527,12 +1509,12 @@ static int probe_torch(build_toolchain *tc, char *err, size_t errcap)
     json_t *j = json_loads(line, 0, NULL);
     int rc = -1;
     if (!j)
-        fmt(err, errcap, "%s printed no answer to the torch probe", tc->python);
+        text_fmt(err, errcap, "%s printed no answer to the torch probe", tc->python);
     else if (json_object_get(j, "error"))
-        fmt(err, errcap, "torch is not importable by %s (%s): install it (mk/venv.sh)", tc->python,
+        text_fmt(err, errcap, "torch is not importable by %s (%s): install it (mk/venv.sh)", tc->python,
             json_string_value(json_object_get(j, "error")));
     else if (!json_is_true(json_object_get(j, "python_h")))
-        fmt(err, errcap, "python3-dev missing: no Python.h in %s",
+        text_fmt(err, errcap, "python3-dev missing: no Python.h in %s",
             json_string_value(json_object_get(j, "python_include")));
     else
         rc = 0;
@@ -1571,7 +1553,7 @@ int build_toolchain_probe(build_toolchain *tc, const char *python, const char *c
 {
     memset(tc, 0, sizeof *tc);
     if (!python || !python[0]) {
-        fmt(err, errcap, "no Python interpreter given");
+        text_fmt(err, errcap, "no Python interpreter given");
         return -1;
     }
     copy_str(tc->python, sizeof tc->python, python);
@@ -1583,13 +1565,13 @@ int build_toolchain_probe(build_toolchain *tc, const char *python, const char *c
         if (access(CXX[i], X_OK) == 0)
             copy_str(tc->cxx, sizeof tc->cxx, CXX[i]);
     if (!tc->cxx[0]) {
-        fmt(err, errcap, "no C++ compiler: install g++");
+        text_fmt(err, errcap, "no C++ compiler: install g++");
         return -1;
     }
     if (probe_version(tc->cxx, false, tc->cxx_version, sizeof tc->cxx_version, err, errcap) != 0)
         return -1;
     char nvcc[PATH_MAX + 16], why[256];
-    if (cuda_home && cuda_home[0] && fmt(nvcc, sizeof nvcc, "%s/bin/nvcc", cuda_home) &&
+    if (cuda_home && cuda_home[0] && text_fmt(nvcc, sizeof nvcc, "%s/bin/nvcc", cuda_home) &&
         access(nvcc, X_OK) == 0 &&
         probe_version(nvcc, true, tc->nvcc_version, sizeof tc->nvcc_version, why, sizeof why) ==
             0) {

@@ -19,6 +19,7 @@
 #include "tools/fs.h"
 #include "tools/tool.h"
 #include "util/fileio.h"
+#include "util/text.h"
 
 /* build.h's entry point for an episode (defined with the Compile tool). */
 int build_for_episode(const struct tool_env *env, build_result *res);
@@ -27,29 +28,12 @@ int build_for_episode(const struct tool_env *env, build_result *res);
 
 /* snprintf for messages and paths whose truncation is checked (or harmless): a va_list keeps
  * the compiler's truncation analysis out, the return value says whether it all fitted. */
-static bool fmt(char *out, size_t cap, const char *f, ...) __attribute__((format(printf, 3, 4)));
-static bool fmt(char *out, size_t cap, const char *f, ...)
-{
-    va_list ap;
-    va_start(ap, f);
-    int n = vsnprintf(out, cap, f, ap);
-    va_end(ap);
-    return n >= 0 && (size_t)n < cap;
-}
-
-static double mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 /* ---- server setup ------------------------------------------------------------------------ */
 
 /* "sm_90a" for compute capability 9.0 (wgmma needs the a-suffixed target), "sm_XY" otherwise. */
 static void arch_of_capability(int major, int minor, char *out, size_t cap)
 {
-    fmt(out, cap, "sm_%d%d%s", major, minor, major == 9 && minor == 0 ? "a" : "");
+    text_fmt(out, cap, "sm_%d%d%s", major, minor, major == 9 && minor == 0 ? "a" : "");
 }
 
 static void probe_cuda_arch(const char *python, char *arch, size_t cap)
@@ -80,37 +64,37 @@ int eval_server_init(eval_server *es, const eval_config *cfg, struct sandbox *sb
     es->compile_timeout_ms = cfg->compile_timeout_ms > 0 ? cfg->compile_timeout_ms : 600000;
     es->eval_timeout_ms = cfg->eval_timeout_ms > 0 ? cfg->eval_timeout_ms : 900000;
     es->lease_timeout_ms = cfg->lease_timeout_ms > 0 ? cfg->lease_timeout_ms : 600000;
-    fmt(es->template_dir, sizeof es->template_dir, "%s", cfg->template_dir);
-    fmt(es->harness_dir, sizeof es->harness_dir, "%s", cfg->harness_dir);
-    fmt(es->cache_dir, sizeof es->cache_dir, "%s", cfg->cache_dir);
+    text_fmt(es->template_dir, sizeof es->template_dir, "%s", cfg->template_dir);
+    text_fmt(es->harness_dir, sizeof es->harness_dir, "%s", cfg->harness_dir);
+    text_fmt(es->cache_dir, sizeof es->cache_dir, "%s", cfg->cache_dir);
     bool none = strcmp(cfg->gpus, "none") == 0, all = !cfg->gpus[0] || !strcmp(cfg->gpus, "all");
     if (gpu_pool_init(&es->gpus, cfg->dev_dir[0] ? cfg->dev_dir : "/dev",
                       none || all ? NULL : cfg->gpus) < 0) {
-        fmt(err, errcap, "--gpus: expected 'all', 'none' or a list like 0,2");
+        text_fmt(err, errcap, "--gpus: expected 'all', 'none' or a list like 0,2");
         return -1;
     }
     if (none)
         es->gpus.n = 0;
     if (!cfg->python[0]) {
-        fmt(es->unavailable, sizeof es->unavailable,
+        text_fmt(es->unavailable, sizeof es->unavailable,
                  "evaluation needs a Python with torch: start the server with --sandbox-python");
         return 0;
     }
     char judge[PATH_MAX + 16];
-    fmt(judge, sizeof judge, "%s/judge.py", es->harness_dir);
+    text_fmt(judge, sizeof judge, "%s/judge.py", es->harness_dir);
     if (access(judge, R_OK) != 0) {
-        fmt(err, errcap, "the harness is missing: %s (see --harness)", judge);
+        text_fmt(err, errcap, "the harness is missing: %s (see --harness)", judge);
         return -1;
     }
     if (mkdir(es->cache_dir, 0700) != 0 && errno != EEXIST) {
-        fmt(err, errcap, "cannot create the build cache %s: %s", es->cache_dir,
+        text_fmt(err, errcap, "cannot create the build cache %s: %s", es->cache_dir,
                  strerror(errno));
         return -1;
     }
-    fmt(es->probe_python, sizeof es->probe_python, "%s", cfg->python);
-    fmt(es->probe_cuda_home, sizeof es->probe_cuda_home, "%s", cfg->cuda_home);
-    fmt(es->probe_arch, sizeof es->probe_arch, "%s", cfg->cuda_arch);
-    fmt(es->unavailable, sizeof es->unavailable, "%s", "the toolchain has not been probed yet");
+    text_fmt(es->probe_python, sizeof es->probe_python, "%s", cfg->python);
+    text_fmt(es->probe_cuda_home, sizeof es->probe_cuda_home, "%s", cfg->cuda_home);
+    text_fmt(es->probe_arch, sizeof es->probe_arch, "%s", cfg->cuda_arch);
+    text_fmt(es->unavailable, sizeof es->unavailable, "%s", "the toolchain has not been probed yet");
     es->configured = true;
     return 0;
 }
@@ -122,12 +106,12 @@ bool eval_prepare(eval_server *es)
     pthread_mutex_lock(&es->probe_lock);
     if (es->configured && !es->probed) {
         char arch[32], perr[512];
-        fmt(arch, sizeof arch, "%s", es->probe_arch);
+        text_fmt(arch, sizeof arch, "%s", es->probe_arch);
         if (!arch[0] && es->gpus.n > 0)
             probe_cuda_arch(es->probe_python, arch, sizeof arch);
         if (build_toolchain_probe(&es->tc, es->probe_python, es->probe_cuda_home, arch, perr,
                                   sizeof perr) != 0)
-            fmt(es->unavailable, sizeof es->unavailable, "the toolchain probe failed: %s", perr);
+            text_fmt(es->unavailable, sizeof es->unavailable, "the toolchain probe failed: %s", perr);
         else
             es->ready = true;
         es->probed = true;
@@ -162,8 +146,8 @@ json_t *eval_server_json(eval_server *es)
 void ep_eval_init(ep_eval *ev, const char *episode_dir)
 {
     memset(ev, 0, sizeof *ev);
-    fmt(ev->build_dir, sizeof ev->build_dir, "%s/build", episode_dir);
-    fmt(ev->eval_dir, sizeof ev->eval_dir, "%s/eval", episode_dir);
+    text_fmt(ev->build_dir, sizeof ev->build_dir, "%s/build", episode_dir);
+    text_fmt(ev->eval_dir, sizeof ev->eval_dir, "%s/eval", episode_dir);
 }
 
 void ep_eval_reset(ep_eval *ev)
@@ -184,7 +168,7 @@ void ep_eval_deinit(ep_eval *ev)
 static int put_file(const char *dir, const char *name, const char *data, size_t len)
 {
     char path[PATH_MAX * 2];
-    fmt(path, sizeof path, "%s/%s", dir, name);
+    text_fmt(path, sizeof path, "%s/%s", dir, name);
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
     if (fd < 0)
         return -1;
@@ -221,7 +205,7 @@ static int copy_in(const char *src, const char *dir, const char *name)
 static int rm_tree(const char *path)
 {
     char cmd_path[PATH_MAX + 8];
-    fmt(cmd_path, sizeof cmd_path, "%s", path);
+    text_fmt(cmd_path, sizeof cmd_path, "%s", path);
     DIR *d = opendir(path);
     if (!d)
         return unlink(path) == 0 || errno == ENOENT ? 0 : -1;
@@ -230,7 +214,7 @@ static int rm_tree(const char *path)
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
             continue;
         char sub[PATH_MAX * 2];
-        fmt(sub, sizeof sub, "%s/%s", path, e->d_name);
+        text_fmt(sub, sizeof sub, "%s/%s", path, e->d_name);
         struct stat st;
         if (lstat(sub, &st) == 0 && S_ISDIR(st.st_mode))
             rm_tree(sub);
@@ -248,29 +232,29 @@ static int take_snapshot(const eval_server *es, const tool_env *env, const char 
 {
     char sub[PATH_MAX * 2];
     if (mkdir(cand, 0755) != 0) {
-        fmt(why, cap, "cannot create %s: %s", cand, strerror(errno));
+        text_fmt(why, cap, "cannot create %s: %s", cand, strerror(errno));
         return -1;
     }
     fs_file f = {0};
     int rc = fs_load(env->root_fd, "model_new.py", 1u << 20, &f);
     if (rc != 0) {
-        fmt(why, cap, "model_new.py: %s", ws_err_code(rc));
+        text_fmt(why, cap, "model_new.py: %s", ws_err_code(rc));
         return 1; /* the candidate's fault */
     }
     rc = put_file(cand, "model_new.py", f.data, f.len);
     fs_file_free(&f);
-    fmt(sub, sizeof sub, "%s/kernels", cand);
+    text_fmt(sub, sizeof sub, "%s/kernels", cand);
     if (rc != 0 || mkdir(sub, 0755) != 0)
         goto infra;
     char src_dir[PATH_MAX + 32];
-    fmt(src_dir, sizeof src_dir, "%s/src/kernels", env->evs->build_dir);
+    text_fmt(src_dir, sizeof src_dir, "%s/src/kernels", env->evs->build_dir);
     DIR *d = opendir(src_dir);
     struct dirent *e;
     while (d && (e = readdir(d))) {
         if (e->d_name[0] == '.')
             continue;
         char from[PATH_MAX * 2];
-        fmt(from, sizeof from, "%s/%s", src_dir, e->d_name);
+        text_fmt(from, sizeof from, "%s/%s", src_dir, e->d_name);
         if (copy_in(from, sub, e->d_name) != 0) {
             closedir(d);
             goto infra;
@@ -278,15 +262,15 @@ static int take_snapshot(const eval_server *es, const tool_env *env, const char 
     }
     if (d)
         closedir(d);
-    fmt(sub, sizeof sub, "%s/ext", cand);
+    text_fmt(sub, sizeof sub, "%s/ext", cand);
     char runner[PATH_MAX + 16];
-    fmt(runner, sizeof runner, "%s/runner.py", es->harness_dir);
+    text_fmt(runner, sizeof runner, "%s/runner.py", es->harness_dir);
     if (mkdir(sub, 0755) != 0 || copy_in(so_path, sub, "cuda_extension.so") != 0 ||
         copy_in(runner, cand, "runner.py") != 0)
         goto infra;
     return 0;
 infra:
-    fmt(why, cap, "cannot snapshot the workspace into %s: %s", cand, strerror(errno));
+    text_fmt(why, cap, "cannot snapshot the workspace into %s: %s", cand, strerror(errno));
     return -1;
 }
 
@@ -303,9 +287,9 @@ static json_t *candidate_argv(eval_server *es, const tool_env *env, const char *
     bool boxed = env->sandbox && env->sandbox->active && env->owner;
     char module[PATH_MAX * 2], ext[PATH_MAX * 2], runner[PATH_MAX * 2];
     const char *root = boxed ? "/workspace" : cand;
-    fmt(module, sizeof module, "%s/model_new.py", root);
-    fmt(ext, sizeof ext, "%s/ext", root);
-    fmt(runner, sizeof runner, "%s/runner.py", root);
+    text_fmt(module, sizeof module, "%s/model_new.py", root);
+    text_fmt(ext, sizeof ext, "%s/ext", root);
+    text_fmt(runner, sizeof runner, "%s/runner.py", root);
     const char *inner[] = {py, "-I", runner, "--fd", "@FD@", "--kind", "candidate", "--module",
                            module, "--ext-dir", ext, NULL};
     json_t *argv = json_array();
@@ -318,11 +302,11 @@ static json_t *candidate_argv(eval_server *es, const tool_env *env, const char *
     char ctl[PATH_MAX], uvm[PATH_MAX];
     const char *slash = gpu_node ? strrchr(gpu_node, '/') : NULL;
     int dir_len = slash ? (int)(slash - gpu_node) : 0;
-    fmt(ctl, sizeof ctl, "%.*s/nvidiactl", dir_len, gpu_node ? gpu_node : "");
-    fmt(uvm, sizeof uvm, "%.*s/nvidia-uvm", dir_len, gpu_node ? gpu_node : "");
+    text_fmt(ctl, sizeof ctl, "%.*s/nvidiactl", dir_len, gpu_node ? gpu_node : "");
+    text_fmt(uvm, sizeof uvm, "%.*s/nvidia-uvm", dir_len, gpu_node ? gpu_node : "");
     const char *gpus[] = {ctl, uvm, gpu_node, NULL};
     char vis[64];
-    fmt(vis, sizeof vis, "CUDA_VISIBLE_DEVICES=%s", visible ? visible : "");
+    text_fmt(vis, sizeof vis, "CUDA_VISIBLE_DEVICES=%s", visible ? visible : "");
     /* OpenMP threads that spin after a parallel region would steal the cores the other
      * process is being timed on: every process of an evaluation waits passively. */
     const char *envs[] = {"OMP_WAIT_POLICY=PASSIVE", vis, NULL};
@@ -350,7 +334,7 @@ static json_t *candidate_argv(eval_server *es, const tool_env *env, const char *
 static json_t *infra(const char *why, const char *detail)
 {
     char msg[1024];
-    fmt(msg, sizeof msg, why, detail);
+    text_fmt(msg, sizeof msg, why, detail);
     return json_pack("{s:s, s:s}", "eval_status", "infra_error", "error", msg);
 }
 
@@ -358,16 +342,16 @@ static json_t *infra(const char *why, const char *detail)
 static json_t *run_judge(eval_server *es, const char *dir, json_t *job, const char *visible)
 {
     char job_path[PATH_MAX + 16], result_path[PATH_MAX + 16], judge[PATH_MAX + 16];
-    fmt(job_path, sizeof job_path, "%s/job.json", dir);
-    fmt(result_path, sizeof result_path, "%s/result.json", dir);
-    fmt(judge, sizeof judge, "%s/judge.py", es->harness_dir);
+    text_fmt(job_path, sizeof job_path, "%s/job.json", dir);
+    text_fmt(result_path, sizeof result_path, "%s/result.json", dir);
+    text_fmt(judge, sizeof judge, "%s/judge.py", es->harness_dir);
     json_object_set_new(job, "result_path", json_string(result_path));
     if (json_dump_file(job, job_path, JSON_COMPACT) != 0)
         return infra("cannot write %s", job_path);
     char vis[64], inductor[PATH_MAX + 48], home[PATH_MAX + 16];
-    fmt(vis, sizeof vis, "CUDA_VISIBLE_DEVICES=%s", visible ? visible : "");
-    fmt(inductor, sizeof inductor, "TORCHINDUCTOR_CACHE_DIR=%s/inductor", es->cache_dir);
-    fmt(home, sizeof home, "HOME=%s", es->cache_dir);
+    text_fmt(vis, sizeof vis, "CUDA_VISIBLE_DEVICES=%s", visible ? visible : "");
+    text_fmt(inductor, sizeof inductor, "TORCHINDUCTOR_CACHE_DIR=%s/inductor", es->cache_dir);
+    text_fmt(home, sizeof home, "HOME=%s", es->cache_dir);
     const char *envp[] = {"PATH=/usr/local/bin:/usr/bin:/bin", vis, inductor, home, "LANG=C.UTF-8",
                           "OMP_WAIT_POLICY=PASSIVE", NULL};
     const char *argv[] = {es->tc.python, "-I", judge, job_path, NULL};
@@ -385,7 +369,7 @@ static json_t *run_judge(eval_server *es, const char *dir, json_t *job, const ch
     if (!verdict || !json_is_object(verdict)) {
         json_decref(verdict);
         char detail[900];
-        fmt(detail, sizeof detail, "%s; stderr: %.600s",
+        text_fmt(detail, sizeof detail, "%s; stderr: %.600s",
                  rc != 0 ? "the judge could not start"
                  : r.timed_out ? "the evaluation timed out"
                                : "the judge left no verdict",
@@ -403,7 +387,7 @@ static json_t *judge_job(eval_server *es, const tool_env *env, const char *mode,
 {
     const struct task *tk = env->task;
     char runner[PATH_MAX + 16];
-    fmt(runner, sizeof runner, "%s/runner.py", es->harness_dir);
+    text_fmt(runner, sizeof runner, "%s/runner.py", es->harness_dir);
     return json_pack("{s:s, s:s, s:s, s:s, s:o, s:s, s:s, s:I, s:f, s:f, s:i, s:s, s:b, "
                      "s:{s:i, s:i, s:i, s:f}}",
                      "mode", mode, "device", env->cpu_variant ? "cpu" : "cuda", "reference",
@@ -418,7 +402,7 @@ static json_t *judge_job(eval_server *es, const tool_env *env, const char *mode,
  * ...}; eval_status "infra_error" means no verdict could be reached (not the agent's fault). */
 json_t *eval_run(eval_server *es, const tool_env *env, const char *mode)
 {
-    double t0 = mono_ms();
+    double t0 = text_mono_ms();
     if (!eval_prepare(es))
         return infra("evaluation is unavailable on this server: %s",
                      es ? es->unavailable : "no harness");
@@ -440,10 +424,10 @@ json_t *eval_run(eval_server *es, const tool_env *env, const char *mode)
     /* Each evaluation gets its own numbered directory: judge/ (root only) and cand/. */
     char dir[PATH_MAX], cand[PATH_MAX + 8], jdir[PATH_MAX + 8], why[1024] = "";
     mkdir(env->evs->eval_dir, 0711);
-    fmt(dir, sizeof dir, "%s/%d", env->evs->eval_dir, ++env->evs->n_evals);
+    text_fmt(dir, sizeof dir, "%s/%d", env->evs->eval_dir, ++env->evs->n_evals);
     rm_tree(dir);
-    fmt(cand, sizeof cand, "%s/cand", dir);
-    fmt(jdir, sizeof jdir, "%s/judge", dir);
+    text_fmt(cand, sizeof cand, "%s/cand", dir);
+    text_fmt(jdir, sizeof jdir, "%s/judge", dir);
     if (mkdir(dir, 0711) != 0 || mkdir(jdir, 0700) != 0) {
         build_result_deinit(&br);
         return infra("cannot create %s", dir);
@@ -466,7 +450,7 @@ json_t *eval_run(eval_server *es, const tool_env *env, const char *mode)
         return infra("cannot write the reference into %s", jdir);
     }
     char ref_path[PATH_MAX + 32];
-    fmt(ref_path, sizeof ref_path, "%s/reference.py", jdir);
+    text_fmt(ref_path, sizeof ref_path, "%s/reference.py", jdir);
 
     int slot = -1;
     double waited = 0;
@@ -479,7 +463,7 @@ json_t *eval_run(eval_server *es, const tool_env *env, const char *mode)
             json_object_set_new(out, "lease_wait_ms", json_real(waited));
             return out;
         }
-        fmt(visible, sizeof visible, "%d", es->gpus.index[slot]);
+        text_fmt(visible, sizeof visible, "%d", es->gpus.index[slot]);
     }
     sandbox_job *job = NULL;
     json_t *argv = candidate_argv(es, env, cand, slot >= 0 ? es->gpus.node[slot] : NULL,
@@ -501,7 +485,7 @@ json_t *eval_run(eval_server *es, const tool_env *env, const char *mode)
         json_object_set_new(verdict, "gpu", json_integer(es->gpus.index[slot]));
     json_object_set_new(verdict, "snapshot", json_integer(env->evs->n_evals));
     json_object_set_new(verdict, "seed", json_integer((json_int_t)(env->eval_seed >> 1)));
-    json_object_set_new(verdict, "eval_ms", json_real(mono_ms() - t0));
+    json_object_set_new(verdict, "eval_ms", json_real(text_mono_ms() - t0));
     json_object_set_new(verdict, "mode", json_string(mode));
     return verdict;
 }

@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "util/text.h"
+
 static bool in_list(const char *only, int ordinal)
 {
     for (const char *p = only; *p;) {
@@ -74,13 +76,6 @@ void gpu_pool_deinit(gpu_pool *p)
     pthread_cond_destroy(&p->freed);
 }
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 /* Moves the queue on past the served ticket and any abandoned ones behind it. */
 static void advance(gpu_pool *p)
 {
@@ -113,7 +108,7 @@ static int free_slot(const gpu_pool *p)
 
 int gpu_lease_acquire(gpu_pool *p, int timeout_ms, double *waited_ms)
 {
-    double t0 = now_ms();
+    double t0 = text_mono_ms();
     *waited_ms = 0;
     if (p->n == 0)
         return -1;
@@ -147,7 +142,7 @@ int gpu_lease_acquire(gpu_pool *p, int timeout_ms, double *waited_ms)
         abandon(p, ticket); /* timed out in the queue: its turn is skipped when it comes */
     pthread_cond_broadcast(&p->freed);
     pthread_mutex_unlock(&p->lock);
-    *waited_ms = now_ms() - t0;
+    *waited_ms = text_mono_ms() - t0;
     return slot;
 }
 

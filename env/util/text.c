@@ -1,9 +1,11 @@
 #include "text.h"
 
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Length of the valid UTF-8 sequence at s (n bytes left), or 0 if it is not valid. */
 static size_t utf8_seq_len(const unsigned char *s, size_t n)
@@ -119,4 +121,20 @@ char *text_cap_head_tail(const char *text, size_t len, size_t cap, bool *truncat
     memcpy(out + head + (size_t)m, text + tail_from, tail);
     out[head + (size_t)m + tail] = '\0';
     return out;
+}
+
+bool text_fmt(char *out, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(out, cap, fmt, ap);
+    va_end(ap);
+    return n >= 0 && (size_t)n < cap;
+}
+
+double text_mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }

@@ -20,4 +20,11 @@ char *text_sanitize_utf8(const char *bytes, size_t len);
  * new string; *truncated tells whether anything was cut. Input must be valid UTF-8. */
 char *text_cap_head_tail(const char *text, size_t len, size_t cap, bool *truncated);
 
+/* snprintf whose truncation is checked (true when it all fitted); through a va_list, so the
+ * compiler's truncation warnings stay for the call sites that ignore the result. */
+bool text_fmt(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Milliseconds of CLOCK_MONOTONIC: for durations. */
+double text_mono_ms(void);
+
 #endif
