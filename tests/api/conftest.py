@@ -219,7 +219,8 @@ class ServerProc:
         """A new process on the same state dir (after stop or kill9)."""
         assert not self.running()
         self.expect_exit = 0
-        return self.start()
+        # a restart sweeps what the killed server left (cgroups, mounts): slower on a busy host
+        return self.start(timeout=60)
 
     def request_log(self):
         return [r for r in self.records() if r.get("event") == "request"]
