@@ -47,7 +47,7 @@ class HarnessServer:
                "--sandbox-profiles", str(REPO / "sandbox_profiles"),
                "--sandbox-python", sys.executable, "--harness", str(REPO / "env" / "harness"),
                "--tasks", str(REPO / "tests" / "harness" / "tasks"), "--idle-timeout", "0"]
-        cache = os.environ.get("KGYM_HARNESS_BUILD_CACHE")
+        cache = os.environ.get("KGYM_HARNESS_BUILD_CACHE") or os.environ.get("KGYM_TEST_BUILD_CACHE")
         if cache:
             cmd += ["--build-cache", cache]
         env = dict(os.environ)
