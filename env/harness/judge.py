@@ -27,6 +27,7 @@ import json
 import math
 import os
 import random
+import shutil
 import socket
 import statistics
 import subprocess
@@ -38,7 +39,7 @@ import traceback
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import scan  # noqa: E402
 
-HARNESS_VERSION = "kgym-judge-3"
+HARNESS_VERSION = "kgym-judge-4"
 MSG_MAX = 1 << 20
 ALIGN = 256
 
@@ -65,6 +66,19 @@ class CandidateFailed(Exception):
         self.code = code
 
 
+# The judge keeps CPU 0, the runners (candidate and baselines alike) get the others: the judge's
+# own work (inputs, references, comparisons) then never competes with the call being timed.
+RUNNER_CPUS = []
+
+
+def split_cpus():
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2 or not shutil.which("taskset"):
+        return
+    os.sched_setaffinity(0, {cpus[0]})
+    RUNNER_CPUS[:] = ["taskset", "-c", ",".join(str(c) for c in cpus[1:])]
+
+
 # ---- the channel to a runner ------------------------------------------------------------------
 class Channel:
     """One runner process and its SOCK_SEQPACKET channel."""
@@ -72,7 +86,7 @@ class Channel:
     def __init__(self, argv_template, env, log_cap, timeout_s):
         self.sock, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         fd = str(child.fileno())
-        argv = [fd if a == "@FD@" else a for a in argv_template]
+        argv = RUNNER_CPUS + [fd if a == "@FD@" else a for a in argv_template]
         self.log = bytearray()
         self.log_cap = log_cap
         self.proc = subprocess.Popen(argv, pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL,
@@ -618,6 +632,7 @@ def main():
     result = {"eval_status": "ok", "compiled": True, "correct": False}
     judge = None
     try:
+        split_cpus()
         judge = Judge(job)
         judge.run()
         result.update(judge.components)
