@@ -52,10 +52,16 @@ done
 rc=$?
 echo "figures: $JSON_OUT; server log: $SERVER_LOG"
 echo
-# Sandbox overhead (needs root, like the sandbox itself).
+# Sandbox overhead and the evaluation (need root, like the sandbox itself).
 if [ "$(id -u)" -eq 0 ]; then
     python3 tests/bench/bench_sandbox.py --server "http://$HOST:$port" || rc=1
+    echo
+    device=cpu
+    if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then device=cuda; fi
+    venv=$(mk/venv.sh) || exit 2
+    "$venv/bin/python" tests/bench/bench_eval.py --device "$device" --python "$venv/bin/python" \
+        --server "$KGYM_ENV" --json "$BUILD/bench/bench_eval.json" || rc=1
 else
-    echo "sandbox overhead: not measured (needs root)"
+    echo "sandbox overhead and evaluation: not measured (need root)"
 fi
 exit $rc
