@@ -39,7 +39,7 @@ import traceback
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import scan  # noqa: E402
 
-HARNESS_VERSION = "kgym-judge-4"
+HARNESS_VERSION = "kgym-judge-5"
 MSG_MAX = 1 << 20
 ALIGN = 256
 
@@ -123,7 +123,7 @@ class Channel:
                                   f"{self.log_text()[-2000:]}")
         try:
             reply = json.loads(raw.decode())
-        except (UnicodeDecodeError, json.JSONDecodeError):
+        except (UnicodeDecodeError, ValueError, RecursionError):
             raise CandidateFailed("RUNTIME_ERROR", "the process answered something other than the protocol")
         if not isinstance(reply, dict) or reply.get("ok") is not True:
             err = reply.get("error") if isinstance(reply, dict) else None
@@ -309,7 +309,8 @@ class Judge:
             g = g.to(w.device).double()
             w = w.double()
             finite = torch.isfinite(w)
-            if not torch.equal(torch.isnan(g), torch.isnan(w)) or not torch.equal(torch.isinf(g), torch.isinf(w)):
+            if not torch.equal(torch.isnan(g), torch.isnan(w)) or not torch.equal(torch.isinf(g), torch.isinf(w)) \
+                    or not torch.equal(g[torch.isinf(w)], w[torch.isinf(w)]):
                 ok, why = False, f"output {i}: NaN/Inf where the reference has none (or the reverse)"
                 continue
             d = (g - w).abs()[finite]
@@ -364,6 +365,8 @@ class Judge:
     def check_ops(self, ops):
         if ops is None:
             return
+        if not isinstance(ops, list) or not all(isinstance(o, str) for o in ops):
+            raise CandidateFailed("RUNTIME_ERROR", "the runner's op record is not a list of names")
         bad = sorted(set(ops) - ALLOWED_OPS)
         self.components["ops_seen"] = ops[:200]
         if bad:
@@ -478,19 +481,21 @@ class Judge:
         try:
             w0, x0, y0 = self.plan()
             self.cur_w = w0
+            # Baselines first: the candidate's process has only imported torch so far (its code
+            # loads at hello), so it cannot disturb the shared, cached figures.
+            base = self.baselines() if job["mode"] in ("profile", "final") else None
             self.hello(cand)
             self.correctness(cand, w0, x0, y0)
             comp["correct"] = True
-            if job["mode"] in ("profile", "final"):
-                self.profile(cand)
+            if base is not None:
+                self.profile(cand, base)
         finally:
             comp["candidate_output"] = cand.log_text()[-4000:]
             cand.close()
 
-    def profile(self, cand):
+    def profile(self, cand, base):
         torch = self.torch
         comp = self.components
-        base = self.baselines()
         cand_ms = charge(self.timed(cand), base["overhead_ms"] / 1e3, base["fetch_ref_ms"] / 1e3,
                          base["stage_ref_ms"] / 1e3)
         comp["t_candidate_ms"] = statistics.median(cand_ms)

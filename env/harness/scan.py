@@ -95,6 +95,8 @@ class PyScan(ast.NodeVisitor):
         self.defined = set()
         self.classes = {}
         self.extension_functions = set()  # the functions load_inline binds (built by Compile)
+        self.depth = 0        # function nesting
+        self.class_depth = 0  # class nesting
 
     def bad(self, node, msg):
         self.out.append(f"{self.fname}:{getattr(node, 'lineno', 0)}: {msg}")
@@ -132,9 +134,14 @@ class PyScan(ast.NodeVisitor):
             self.bad(node, f"dunder attribute '{node.attr}' is not allowed")
         chain = attr_chain(node)
         root = self.modules.get(chain[0]) if chain else None
-        if root and root.startswith("torch") and root != "torch.Tensor":
+        if root and root.startswith("torch"):
             full = root.split(".") + chain[1:]
-            self.check_torch(node, full)
+            if full[:2] == ["torch", "Tensor"] and len(full) > 2:
+                # Tensor.matmul(a, b) is a.matmul(b): unbound methods follow the method rules
+                if not self.in_init and full[2] not in METHODS_ALLOWED:
+                    self.bad(node, f"'{'.'.join(full)}' computes with PyTorch")
+            elif root != "torch.Tensor":
+                self.check_torch(node, full)
         self.generic_visit(node)
 
     def check_torch(self, node, full):
@@ -182,12 +189,21 @@ class PyScan(ast.NodeVisitor):
             if full not in ("torch.nn.Module", "nn.Module"):
                 self.bad(node, f"class {node.name} may only derive from nn.Module (not {full or ast.dump(b)[:40]})")
         self.classes[node.name] = {n.name for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        if self.depth or self.class_depth:
+            self.bad(node, f"class {node.name}: classes may only be defined at module level")
+        self.class_depth += 1
         self.generic_visit(node)
+        self.class_depth -= 1
 
     def visit_FunctionDef(self, node):
-        is_init = node.name == "__init__"
+        # only a class's own __init__ (a direct child of its body, not nested in a method)
+        is_init = node.name == "__init__" and self.depth == 0 and self.class_depth == 1
+        if node.name == "__init__" and not is_init:
+            self.bad(node, "__init__ may only be a class's own constructor")
         self.in_init += is_init
+        self.depth += 1
         self.generic_visit(node)
+        self.depth -= 1
         self.in_init -= is_init
 
     visit_AsyncFunctionDef = visit_FunctionDef
@@ -203,7 +219,9 @@ class PyScan(ast.NodeVisitor):
     def check_call(self, node):
         f = node.func
         if isinstance(f, ast.Name):
-            if f.id not in BUILTINS_ALLOWED and f.id not in self.defined and f.id not in self.modules:
+            if f.id in self.classes:
+                self.bad(node, f"constructing {f.id} outside __init__ (its __init__ may compute) is not allowed")
+            elif f.id not in BUILTINS_ALLOWED and f.id not in self.defined and f.id not in self.modules:
                 self.bad(node, f"call of '{f.id}' is not allowed in forward")
             return
         if not isinstance(f, ast.Attribute):
@@ -253,10 +271,16 @@ def scan_python(src, fname):
         tree = ast.parse(src, filename=fname)
     except SyntaxError as exc:
         return [f"{fname}:{exc.lineno}: syntax error: {exc.msg}"]
+    except (RecursionError, MemoryError, ValueError):
+        return [f"{fname}: nested too deeply to check"]
     s = PyScan(fname)
-    s.defined = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
-    s.extension_functions = load_inline_functions(tree)
-    s.visit(tree)
+    try:
+        s.defined = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        s.extension_functions = load_inline_functions(tree)
+        s.classes = {n.name: set() for n in tree.body if isinstance(n, ast.ClassDef)}
+        s.visit(tree)
+    except RecursionError:
+        return [f"{fname}: nested too deeply to check"]
     if "ModelNew" not in s.classes:
         s.out.append(f"{fname}: defines no class ModelNew")
     return s.out

@@ -133,3 +133,27 @@ def test_extension_imports_of_an_honest_module_pass(tmp_path):
 def test_extension_importing_aten_compute_is_refused(tmp_path, symbol, word):
     found = scan.scan_extension("/dev/null", nm=fake_nm(tmp_path, HONEST_IMPORTS + [symbol]))
     assert found and any(word in v for v in found), found
+
+
+@pytest.mark.parametrize("body,word", [
+    ("        out = torch.Tensor.matmul(x, x)", "torch.Tensor.matmul"),
+    ("        def __init__():\n            return torch.relu(x)\n        out = __init__()", "__init__"),
+])
+def test_review_bypasses_are_refused(body, word):
+    found = py(body)
+    assert found and any(word in v for v in found), found
+
+
+def test_constructing_a_helper_module_in_forward_is_refused():
+    src = CLEAN + "\n\nclass Helper(nn.Module):\n    def __init__(self, a):\n        super().__init__()\n" \
+                  "        self.out = torch.relu(a)\n"
+    src = src.replace("        cuda_extension.fused(x.contiguous().view(-1), self.weight, out, n)",
+                      "        out = Helper(x).out")
+    found = scan.scan_python(src, "model_new.py")
+    assert any("constructing Helper" in v for v in found), found
+
+
+def test_deep_nesting_is_refused_not_a_crash():
+    src = CLEAN + "\nX = " + "(" * 5000 + "1" + ")" * 5000 + "\n"
+    found = scan.scan_python(src, "model_new.py")
+    assert found, "a file too deep to parse must be refused"
