@@ -19,6 +19,10 @@ echo "=== suite gpu-sandbox: CUDA inside the candidate sandbox, only the leased 
 t0=$EPOCHREALTIME
 KGYM_GPU_PYTHON="$venv/bin/python" tests/gpu/sandbox_cuda.sh || rc=1
 awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "=== suite gpu-sandbox: %.1fs\n", b - a }'
+echo "=== suite gpu-share: device memory shared between processes (the judge's CUDA data path)"
+t0=$EPOCHREALTIME
+"$venv/bin/python" tests/gpu/gpushare_check.py || rc=1
+awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "=== suite gpu-share: %.1fs\n", b - a }'
 echo "=== suite gpu-eval: the template, real CUDA solutions and the exploit suite on CUDA, over HTTP"
 t0=$EPOCHREALTIME
 # KGYM_SERVER: the server binary (default build/kgym-env; mk/carry-gpu.sh makes one to carry)

@@ -226,7 +226,8 @@ static int rm_tree(const char *path)
 }
 
 /* The candidate's view: model_new.py from the workspace, the kernels exactly as compiled, the
- * built module and the runner, all root-owned and read-only. */
+ * built module and the runner (with gpushare.py, its GPU memory sharing), all root-owned and
+ * read-only. */
 static int take_snapshot(const eval_server *es, const tool_env *env, const char *cand,
                          const char *so_path, char *why, size_t cap)
 {
@@ -263,10 +264,11 @@ static int take_snapshot(const eval_server *es, const tool_env *env, const char 
     if (d)
         closedir(d);
     text_fmt(sub, sizeof sub, "%s/ext", cand);
-    char runner[PATH_MAX + 16];
+    char runner[PATH_MAX + 16], share[PATH_MAX + 16];
     text_fmt(runner, sizeof runner, "%s/runner.py", es->harness_dir);
+    text_fmt(share, sizeof share, "%s/gpushare.py", es->harness_dir);
     if (mkdir(sub, 0755) != 0 || copy_in(so_path, sub, "cuda_extension.so") != 0 ||
-        copy_in(runner, cand, "runner.py") != 0)
+        copy_in(runner, cand, "runner.py") != 0 || copy_in(share, cand, "gpushare.py") != 0)
         goto infra;
     return 0;
 infra:

@@ -39,7 +39,7 @@ import traceback
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import scan  # noqa: E402
 
-HARNESS_VERSION = "kgym-judge-5"
+HARNESS_VERSION = "kgym-judge-6"
 MSG_MAX = 1 << 20
 ALIGN = 256
 
@@ -151,17 +151,10 @@ class Channel:
 
 # ---- shared memory ----------------------------------------------------------------------------
 class Shared:
-    """One memfd the judge owns, mapped here and in the runner."""
+    """Memory the judge owns and shares with its runners: inputs, weights and outputs travel
+    through it (nothing the candidate prints is parsed). `base` is a uint8 tensor over all of it."""
 
-    def __init__(self, torch, nbytes):
-        import mmap
-
-        self.torch = torch
-        self.nbytes = nbytes
-        self.fd = os.memfd_create("kgym-io", 0)
-        os.ftruncate(self.fd, nbytes)
-        self.map = mmap.mmap(self.fd, nbytes)
-        self.base = torch.frombuffer(self.map, dtype=torch.uint8)
+    kind = "host"
 
     def layout(self, tensors, start):
         """Specs placing each tensor after start, aligned; returns (specs, end)."""
@@ -179,11 +172,58 @@ class Shared:
         torch = self.torch
         dtype = getattr(torch, spec["dtype"])
         if spec["nbytes"] == 0:
-            return torch.empty(spec["shape"], dtype=dtype)
+            return torch.empty(spec["shape"], dtype=dtype, device=self.base.device)
         return self.base[spec["offset"]: spec["offset"] + spec["nbytes"]].view(dtype).view(spec["shape"])
 
     def write(self, spec, t):
         self.view(spec).copy_(t.detach().reshape(spec["shape"]))
+
+    def published(self):
+        """Called before a runner is told to read what was written: the writes must have landed."""
+
+
+class HostShared(Shared):
+    """A memfd mapped here and in the runner (CPU mode, or CUDA when device sharing is unavailable)."""
+
+    def __init__(self, torch, nbytes, pin):
+        import mmap
+
+        self.torch = torch
+        self.nbytes = nbytes
+        self.fd = os.memfd_create("kgym-io", 0)
+        os.ftruncate(self.fd, nbytes)
+        self.map = mmap.mmap(self.fd, nbytes)
+        self.base = torch.frombuffer(self.map, dtype=torch.uint8)
+        if pin:  # page-locked: copies to and from the GPU run at full speed
+            with contextlib.suppress(Exception):
+                torch.cuda.cudart().cudaHostRegister(self.base.data_ptr(), nbytes, 0)
+
+
+class DeviceShared(Shared):
+    """GPU memory exported as a POSIX fd (gpushare.py): on CUDA nothing crosses PCIe per call."""
+
+    kind = "cuda"
+
+    def __init__(self, torch, nbytes):
+        import gpushare
+
+        self.torch = torch
+        self.arena, self.fd = gpushare.Arena.create(torch, nbytes)
+        self.nbytes = self.arena.nbytes
+        self.base = self.arena.base
+
+    def published(self):
+        self.torch.cuda.synchronize()
+
+
+def make_shared(torch, nbytes, device, path):
+    """Device memory on CUDA unless the job asks for host memory; returns (shared, note)."""
+    if device == "cuda" and path != "host":
+        try:
+            return DeviceShared(torch, nbytes), "cuda-vmm"
+        except Exception as exc:  # an old driver or no VMM support: host memory still works
+            return HostShared(torch, nbytes, pin=True), f"host (GPU sharing unavailable: {exc})"
+    return HostShared(torch, nbytes, pin=device == "cuda"), "host"
 
 
 def nbytes_of(tensors):
@@ -258,12 +298,8 @@ class Judge:
         self.out_template = y
         tensors_in = [v for v in x if isinstance(v, torch.Tensor)]
         size = nbytes_of(w.values()) + 2 * nbytes_of(tensors_in) + 2 * nbytes_of(y) + (1 << 20)
-        self.shm = Shared(torch, size)
-        if self.device == "cuda":  # page-locked: the copies to and from the GPU run at full speed
-            try:
-                torch.cuda.cudart().cudaHostRegister(self.shm.base.data_ptr(), self.shm.nbytes, 0)
-            except Exception:
-                pass
+        self.shm, self.components["data_path"] = make_shared(torch, size, self.device,
+                                                             self.job.get("data_path", "auto"))
         self.w_specs, self.w_end = self.shm.layout(list(w.values()), 0)
         self.out_specs, self.out_end = self.shm.layout(y, self.w_end)
         return w, x, y
@@ -273,6 +309,7 @@ class Judge:
         for spec, (name, t) in zip(specs, weights.items()):
             spec["name"] = name
             self.shm.write(spec, t)
+        self.shm.published()
         ch.call({"op": "weights", "tensors": specs})
 
     def stage(self, ch, inputs):
@@ -288,6 +325,7 @@ class Judge:
                 wire.append(dict(spec, kind="tensor"))
             else:
                 wire.append({"kind": "value", "value": v})
+        self.shm.published()
         t0 = time.perf_counter()
         ch.call({"op": "stage", "inputs": wire, "outputs": self.out_specs})
         return time.perf_counter() - t0
@@ -463,8 +501,15 @@ class Judge:
         return ch
 
     def hello(self, ch):
-        ch.call({"op": "hello", "device": self.device, "init_args": self.init_args, "shm_bytes": self.shm.nbytes},
-                fds=[self.shm.fd], timeout_s=float(self.job.get("start_timeout_s", 300)))
+        """Maps the shared memory (before any candidate code is loaded: a failure there is ours),
+        then loads the model (from here on, everything the runner says is the candidate's)."""
+        start = float(self.job.get("start_timeout_s", 300))
+        try:
+            ch.call({"op": "map", "device": self.device, "shm_kind": self.shm.kind, "shm_bytes": self.shm.nbytes},
+                    fds=[self.shm.fd], timeout_s=start)
+        except CandidateFailed as exc:
+            raise Infra(f"the {ch.what} runner could not map the shared memory: {exc}")
+        ch.call({"op": "load", "init_args": self.init_args}, timeout_s=start)
         return ch
 
     def run(self):

@@ -11,9 +11,11 @@ the outputs from shared memory it owns, and compares them with a reference it co
 Whatever this process says (errors, the list of ops it saw) is advice the judge may use to
 refuse, never to accept.
 
-Protocol: a SOCK_SEQPACKET socket (fd given as --fd) carries one JSON object per message; the
-judge passes one memfd (SCM_RIGHTS) with the hello message. Tensors travel through that shared
-memory: the judge writes inputs and weights there, the runner writes outputs there.
+Protocol: a SOCK_SEQPACKET socket (fd given as --fd) carries one JSON object per message. The
+first message, "map", passes one fd (SCM_RIGHTS): a memfd (CPU) or a CUDA VMM allocation
+exported as a POSIX fd (GPU, see gpushare.py). Tensors travel through that shared memory: the
+judge writes inputs and weights there, the runner writes outputs there. "load" then builds the
+model; only from then on does any of the agent's code run in this process.
 """
 import argparse
 import array
@@ -60,32 +62,44 @@ class Runner:
         dtype = getattr(torch, spec["dtype"])
         n = spec["nbytes"]
         if n == 0:
-            return torch.empty(spec["shape"], dtype=dtype)
-        flat = torch.frombuffer(self.shm, dtype=torch.uint8, count=n, offset=spec["offset"])
-        return flat.view(dtype).view(spec["shape"])
+            return torch.empty(spec["shape"], dtype=dtype, device=self.shm.device)
+        return self.shm[spec["offset"]: spec["offset"] + n].view(dtype).view(spec["shape"])
 
     # ---- messages ----------------------------------------------------------------------------
-    def hello(self, msg, fds):
+    def map(self, msg, fds):
+        """Maps the judge's shared memory; no code of the agent has run yet."""
         if len(fds) != 1:
-            raise RuntimeError("hello carries exactly one shared-memory fd")
-        self.shm = mmap.mmap(fds[0], msg["shm_bytes"])
-        os.close(fds[0])
+            raise RuntimeError("map carries exactly one shared-memory fd")
         self.device = msg["device"]
         import torch  # already imported by main(): this only binds the name
 
         self.torch = torch
         if self.device == "cuda":
             torch.cuda.init()
-            self.pin_shared_memory()
+            torch.empty(1, device="cuda")  # the primary context, which the mapping joins
+        if msg.get("shm_kind") == "cuda":
+            here = os.path.dirname(os.path.abspath(__file__))  # by path: -I keeps this folder off sys.path
+            gpushare = load_module("kgym_gpushare", os.path.join(here, "gpushare.py"))
+            self.arena = gpushare.Arena.import_fd(torch, fds[0], msg["shm_bytes"])
+            self.shm = self.arena.base
+        else:
+            self.mapping = mmap.mmap(fds[0], msg["shm_bytes"])
+            os.close(fds[0])
+            self.shm = torch.frombuffer(self.mapping, dtype=torch.uint8)
+            if self.device == "cuda":
+                self.pin_shared_memory()
+        return {}
+
+    def load(self, msg, _fds):
+        if self.shm is None:
+            raise RuntimeError("load before map")
         self.model = self.build_model(msg)
         return {}
 
     def pin_shared_memory(self):
-        """Page-locks the shared memory so device copies run at full speed (best effort)."""
-        torch = self.torch
+        """Page-locks host shared memory so device copies run at full speed (best effort)."""
         try:
-            base = torch.frombuffer(self.shm, dtype=torch.uint8)
-            torch.cuda.cudart().cudaHostRegister(base.data_ptr(), base.numel(), 0)
+            self.torch.cuda.cudart().cudaHostRegister(self.shm.data_ptr(), self.shm.numel(), 0)
         except Exception:  # pageable copies are slower, not wrong
             pass
 
@@ -233,7 +247,8 @@ def main():
         pass
     runner = Runner(args)
     handlers = {
-        "hello": runner.hello,
+        "map": runner.map,
+        "load": runner.load,
         "weights": runner.weights,
         "stage": runner.stage,
         "run": runner.run,

@@ -185,8 +185,11 @@ def run_exploit(srv, python, ex):
     r, comp, text = submit(srv.client, ep)
     want = meta.get("kgym_expect", "fail")
     stopped = r == -1 if want == "fail" else (r is not None and r <= 1)
-    if meta.get("naive_cuda", True):  # some cheats only the CPU suite's naive checker allows
-        check((n.get("reward") or -9) >= 2, f"{ex.name}: the naive checker pays {n.get('reward')} "
+    # some cheats only the CPU suite's naive checker allows ("naive_cuda": false); some fool its
+    # correctness on CUDA but gain no speed on a launch-bound task ("naive_cuda_min": 1, with why)
+    if meta.get("naive_cuda", True):
+        floor = int(meta.get("naive_cuda_min", 2))
+        check((n.get("reward") or -9) >= floor, f"{ex.name}: the naive checker pays {n.get('reward')} (>= {floor}) "
                                              f"(control; compile: {comp_out['observation']['is_error'] is False})")
     check(stopped, f"{ex.name}: kgym pays {r} (expected {want}); {comp.get('checks_failed') or figures(comp)}")
 
