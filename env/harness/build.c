@@ -971,19 +971,89 @@ typedef struct unit {
     run_out out;
 } unit;
 
-/* The hash of every header the unit may include from the snapshot. The trusted binding.cpp
+/* Whether text (not NUL-terminated) holds needle. */
+static bool mem_has(const char *text, size_t len, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (size_t i = 0; n && i + n <= len; i++)
+        if (memcmp(text + i, needle, n) == 0)
+            return true;
+    return false;
+}
+
+/* Whether text has an #include whose target is a macro (`#include KERNEL_FILE`): then which
+ * file it names cannot be read off the text. */
+static bool has_macro_include(const char *text, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        if (text[i] != '#')
+            continue;
+        size_t j = i + 1;
+        while (j < len && (text[j] == ' ' || text[j] == '\t'))
+            j++;
+        if (j + 7 > len || memcmp(text + j, "include", 7) != 0)
+            continue;
+        j += 7;
+        while (j < len && (text[j] == ' ' || text[j] == '\t'))
+            j++;
+        if (j < len && text[j] != '"' && text[j] != '<')
+            return true;
+    }
+    return false;
+}
+
+static const char *base_name(const char *rel)
+{
+    const char *slash = strrchr(rel, '/');
+    return slash ? slash + 1 : rel;
+}
+
+/* Marks in `in` the sources (.cu/.cpp) the unit may include: those whose file name appears in
+ * the text of the unit, of a header, or of a source already marked, to a fixpoint (an
+ * `#include "other.cu"` chain); everything when some text includes through a macro. Names
+ * that merely appear in a comment are marked too: a needless rebuild, never a stale object. */
+static void mark_included_sources(const snapshot *s, const src_file *own, bool *in)
+{
+    bool macro = has_macro_include(own->data, own->len);
+    for (size_t i = 0; i < s->n; i++) {
+        in[i] = &s->f[i] == own || s->f[i].kind == SRC_HEADER;
+        macro |= s->f[i].kind == SRC_HEADER && has_macro_include(s->f[i].data, s->f[i].len);
+    }
+    for (bool grew = true; grew;) {
+        grew = false;
+        for (size_t i = 0; i < s->n; i++) {
+            if (in[i])
+                continue;
+            for (size_t j = 0; j < s->n && !in[i]; j++)
+                in[i] = in[j] && (macro || mem_has(s->f[j].data, s->f[j].len, base_name(s->f[i].rel)));
+            if (in[i]) {
+                grew = true;
+                macro |= has_macro_include(s->f[i].data, s->f[i].len);
+            }
+        }
+    }
+}
+
+/* The hash of every file the unit may include from the snapshot. The trusted binding.cpp
  * reaches only trusted headers (its quoted include finds src/binding_registry.h first), so
  * its object does not depend on the workspace and is shared by every episode. Conservative
- * for the agent's files: any header edit recompiles them all. */
-static void h_headers(hasher *h, const snapshot *s, bool trusted_only)
+ * for the agent's files: any header edit recompiles them all, and so does an edit of another
+ * source the unit (or a header) names, since it may `#include "other.cu"`. */
+static int h_headers(hasher *h, const snapshot *s, const src_file *own)
 {
+    bool *in = calloc(s->n ? s->n : 1, sizeof *in);
+    if (!in)
+        return -1;
+    mark_included_sources(s, own, in);
     for (size_t i = 0; i < s->n; i++) {
         const src_file *f = &s->f[i];
-        if (f->kind != SRC_HEADER || (trusted_only && !f->trusted))
+        if (f == own || !in[i] || (own->trusted && !f->trusted) || (own->trusted && f->kind != SRC_HEADER))
             continue;
         h_str(h, f->rel);
         h_field(h, f->data, f->len);
     }
+    free(in);
+    return 0;
 }
 
 /* The unit's command line and cache key: the source's path and text, the headers, the exact
@@ -1013,7 +1083,8 @@ static int unit_plan(unit *u, const build_toolchain *tc, const snapshot *s, bool
     h_str(&h, sandboxed ? "sandboxed" : "weak");
     h_str(&h, u->src->rel);
     h_field(&h, u->src->data, u->src->len);
-    h_headers(&h, s, u->src->trusted);
+    if (h_headers(&h, s, u->src) != 0)
+        h.bad = true;
     h_argv(&h, a);
     h_str(&h, u->src->kind == SRC_CU ? tc->nvcc_version : "");
     h_str(&h, tc->cxx_version);

@@ -232,6 +232,43 @@ static void test_header_change_recompiles_kernels(void **state)
     build_result_deinit(&r3);
 }
 
+/* A source may #include another source: editing the included one must rebuild the includer
+ * (a stale object would run old code), while unrelated sources stay cached. */
+static void test_included_source_change_recompiles_includer(void **state)
+{
+    bfx *b = *state;
+    fx_puts(&b->fx, "kernels/common.h", "#define COMMON 100\n");
+    fx_puts(&b->fx, "kernels/part.cpp", "static inline int part_value(void) { return 10; }\n");
+    fx_puts(&b->fx, "kernels/whole.cpp",
+            "#include \"common.h\"\n#include \"part.cpp\"\n"
+            "extern \"C\" int kgym_whole(void) { return part_value() + COMMON; }\n");
+    build_result r1 = build(b);
+    assert_built(&r1, 3, 0);
+    assert_int_equal(call_module(r1.so_path, "kgym_whole"), 110);
+    fx_puts(&b->fx, "kernels/part.cpp", "static inline int part_value(void) { return 20; }\n");
+    build_result r2 = build(b);
+    assert_built(&r2, 2, 1); /* part.cpp and whole.cpp; binding.cpp cached */
+    assert_int_equal(call_module(r2.so_path, "kgym_whole"), 120);
+    fx_puts(&b->fx, "kernels/other.cpp", "extern \"C\" int kgym_other(void) { return 1; }\n");
+    build_result r3 = build(b);
+    assert_built(&r3, 1, 3); /* nobody names other.cpp */
+    /* an include through a macro could name anything: that unit follows every edit */
+    fx_puts(&b->fx, "kernels/mac.cpp",
+            "#define PART \"part.cpp\"\n#include PART\n"
+            "extern \"C\" int kgym_mac(void) { return part_value(); }\n");
+    build_result r4 = build(b);
+    assert_built(&r4, 1, 4);
+    fx_puts(&b->fx, "kernels/other.cpp", "extern \"C\" int kgym_other(void) { return 2; }\n");
+    build_result r5 = build(b);
+    assert_built(&r5, 2, 3); /* other.cpp and mac.cpp */
+    assert_int_equal(call_module(r5.so_path, "kgym_mac"), 20);
+    build_result_deinit(&r1);
+    build_result_deinit(&r2);
+    build_result_deinit(&r3);
+    build_result_deinit(&r4);
+    build_result_deinit(&r5);
+}
+
 static void test_workspace_fixed_files_are_ignored(void **state)
 {
     bfx *b = *state;
@@ -539,6 +576,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_build_links_a_module, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rebuild_takes_the_cache, setup, teardown),
         cmocka_unit_test_setup_teardown(test_header_change_recompiles_kernels, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_included_source_change_recompiles_includer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_workspace_fixed_files_are_ignored, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_sources, setup, teardown),
         cmocka_unit_test_setup_teardown(test_symlink_refused, setup, teardown),
