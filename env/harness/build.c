@@ -971,20 +971,19 @@ typedef struct unit {
     run_out out;
 } unit;
 
-/* Whether text (not NUL-terminated) holds needle. */
-static bool mem_has(const char *text, size_t len, const char *needle)
+static const char *base_name(const char *rel)
 {
-    size_t n = strlen(needle);
-    for (size_t i = 0; n && i + n <= len; i++)
-        if (memcmp(text + i, needle, n) == 0)
-            return true;
-    return false;
+    const char *slash = strrchr(rel, '/');
+    return slash ? slash + 1 : rel;
 }
 
-/* Whether text has an #include whose target is a macro (`#include KERNEL_FILE`): then which
- * file it names cannot be read off the text. */
-static bool has_macro_include(const char *text, size_t len)
+/* Whether text (not NUL-terminated) may #include a file called name: an #include "..." or
+ * <...> whose target's last component is name, or any #include through a macro
+ * (`#include KERNEL_FILE`), which could name anything. Directives inside comments count too: a
+ * needless rebuild, never a stale object. */
+static bool may_include(const char *text, size_t len, const char *name)
 {
+    size_t name_len = strlen(name);
     for (size_t i = 0; i < len; i++) {
         if (text[i] != '#')
             continue;
@@ -996,40 +995,38 @@ static bool has_macro_include(const char *text, size_t len)
         j += 7;
         while (j < len && (text[j] == ' ' || text[j] == '\t'))
             j++;
-        if (j < len && text[j] != '"' && text[j] != '<')
+        if (j >= len || (text[j] != '"' && text[j] != '<'))
+            return true; /* a macro include */
+        char close = text[j] == '"' ? '"' : '>';
+        size_t start = ++j;
+        while (j < len && text[j] != close && text[j] != '\n')
+            j++;
+        size_t last = start; /* the target's last path component */
+        for (size_t k = start; k < j; k++)
+            if (text[k] == '/')
+                last = k + 1;
+        if (j - last == name_len && memcmp(text + last, name, name_len) == 0)
             return true;
     }
     return false;
 }
 
-static const char *base_name(const char *rel)
-{
-    const char *slash = strrchr(rel, '/');
-    return slash ? slash + 1 : rel;
-}
-
-/* Marks in `in` the sources (.cu/.cpp) the unit may include: those whose file name appears in
- * the text of the unit, of a header, or of a source already marked, to a fixpoint (an
- * `#include "other.cu"` chain); everything when some text includes through a macro. Names
- * that merely appear in a comment are marked too: a needless rebuild, never a stale object. */
+/* Marks in `in` the files the unit may include: every header (conservative), and each source
+ * (.cu/.cpp) that the unit, a header or a source already marked may #include, to a fixpoint
+ * (an `#include "other.cu"` chain). */
 static void mark_included_sources(const snapshot *s, const src_file *own, bool *in)
 {
-    bool macro = has_macro_include(own->data, own->len);
-    for (size_t i = 0; i < s->n; i++) {
+    for (size_t i = 0; i < s->n; i++)
         in[i] = &s->f[i] == own || s->f[i].kind == SRC_HEADER;
-        macro |= s->f[i].kind == SRC_HEADER && has_macro_include(s->f[i].data, s->f[i].len);
-    }
     for (bool grew = true; grew;) {
         grew = false;
         for (size_t i = 0; i < s->n; i++) {
             if (in[i])
                 continue;
+            const char *name = base_name(s->f[i].rel);
             for (size_t j = 0; j < s->n && !in[i]; j++)
-                in[i] = in[j] && (macro || mem_has(s->f[j].data, s->f[j].len, base_name(s->f[i].rel)));
-            if (in[i]) {
-                grew = true;
-                macro |= has_macro_include(s->f[i].data, s->f[i].len);
-            }
+                in[i] = in[j] && may_include(s->f[j].data, s->f[j].len, name);
+            grew |= in[i];
         }
     }
 }

@@ -453,12 +453,13 @@ class Judge:
         budget = float(t.get("budget_s", 2.0))
         wall_cap = float(t.get("wall_cap_s", 20.0))
         samples, spent, i, t0 = [], 0.0, 0, time.monotonic()
+        self.reported_device_ms = []
         while i < warm + max_reps:
             x = self.fresh_inputs()
             want = self.reference(self.cur_w, x)
             t_stage = self.stage(ch, x)
             self.flush_l2()
-            t_run, _ = ch.timed_call({"op": "run", "seq": i})
+            t_run, reply = ch.timed_call({"op": "run", "seq": i})
             t_fetch, _ = ch.timed_call({"op": "fetch", "seq": i})
             got = self.read_outputs()
             if check:
@@ -467,6 +468,9 @@ class Judge:
                     raise CandidateFailed("INCORRECT", f"timed call {i + 1} returned a wrong output: {stats['why']}")
             if i >= warm:
                 samples.append((t_run, t_fetch, t_stage))
+                dev = reply.get("device_ms")
+                if isinstance(dev, (int, float)) and math.isfinite(dev):
+                    self.reported_device_ms.append(float(dev))
                 spent += t_run
                 # enough calls and either the timing budget or (big tensors: every call moves
                 # them through shared memory) the wall-clock cap is spent
@@ -544,6 +548,9 @@ class Judge:
         cand_ms = charge(self.timed(cand), base["overhead_ms"] / 1e3, base["fetch_ref_ms"] / 1e3,
                          base["stage_ref_ms"] / 1e3)
         comp["t_candidate_ms"] = statistics.median(cand_ms)
+        comp["percentiles_candidate_ms"] = {str(p): percentile(cand_ms, p) for p in (10, 25, 50, 75, 90)}
+        if self.reported_device_ms:  # the runner's own CUDA-event figure: reported, never paid by
+            comp["runner_reported_device_ms"] = statistics.median(self.reported_device_ms)
         comp["spread_candidate"] = spread(cand_ms)
         comp["reps_candidate"] = len(cand_ms)
         comp["overhead_ms"] = base["overhead_ms"]
@@ -627,6 +634,11 @@ def charge(samples, ping_s, fetch_ref_s, stage_ref_s):
     bytes: work moved out of the timed call, before it or after it, is charged to it."""
     return [max(r - ping_s + max(0.0, f - fetch_ref_s) + max(0.0, st - stage_ref_s), 1e-6) * 1e3
             for r, f, st in samples]
+
+
+def percentile(values, p):
+    s = sorted(values)
+    return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))]
 
 
 def spread(ms):

@@ -155,15 +155,23 @@ class Runner:
         torch = self.torch
         record = msg.get("record_ops", False) and self.args.kind == "candidate"
         ops = None
+        events = None
+        if self.device == "cuda":  # advisory only: the judge reports it, never pays by it
+            events = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
+            events[0].record()
         with torch.no_grad():
             if record:
                 out, ops = run_recording(torch, self.model, self.inputs)
             else:
                 out = self.model(*self.inputs)
+        if events:
+            events[1].record()
         if self.device == "cuda":
             torch.cuda.synchronize()  # every stream of the device: side-stream work counts
         self.last = out
         reply = {"seq": msg.get("seq")}
+        if events:
+            reply["device_ms"] = events[0].elapsed_time(events[1])
         if ops is not None:
             reply["ops"] = sorted(ops)
         return reply
