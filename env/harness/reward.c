@@ -42,6 +42,12 @@ static bool flag(const json_t *comp, const char *key)
     return json_is_true(json_object_get(comp, key));
 }
 
+/* t0 / t, at most REWARD_SPEEDUP_CAP. */
+static double capped_speedup(double t, double t0)
+{
+    return fmin(t0 / t, REWARD_SPEEDUP_CAP);
+}
+
 double reward_apply(json_t *comp, reward_mode mode)
 {
     json_object_set_new(comp, "reward_mode", json_string(reward_mode_name(mode)));
@@ -64,13 +70,17 @@ double reward_apply(json_t *comp, reward_mode mode)
     bool be = correct && reward_beats(tc, te), bk = correct && reward_beats(tc, tk);
     json_object_set_new(comp, "beats_eager", json_boolean(be));
     json_object_set_new(comp, "beats_compile", json_boolean(bk));
+    bool timed = correct && tc > 0 && te > 0;
+    json_object_set_new(comp, "speedup_capped",
+                        json_boolean(tc > 0 && (te / tc > REWARD_SPEEDUP_CAP ||
+                                                (tk > 0 && tk / tc > REWARD_SPEEDUP_CAP))));
     double r;
     switch (mode) {
     case REWARD_SPEEDUP:
-        r = correct && tc > 0 && te > 0 ? te / tc : 0.0;
+        r = timed ? capped_speedup(tc, te) : 0.0;
         break;
     case REWARD_LOG_SPEEDUP:
-        r = correct && tc > 0 && te > 0 ? log(te / tc) : -1.0;
+        r = timed ? log(capped_speedup(tc, te)) : -1.0;
         break;
     default:
         r = !correct ? -1.0 : be && bk ? 3.0 : be ? 2.0 : 1.0;
@@ -87,5 +97,5 @@ double reward_rank(const json_t *comp)
     if (!status || strcmp(status, "ok") != 0 || !flag(comp, "correct") || tc <= 0)
         return -INFINITY;
     double tk = time_of(comp, "t_compile_ms"), te = time_of(comp, "t_eager_ms");
-    return tk > 0 ? tk / tc : te > 0 ? te / tc : -INFINITY;
+    return tk > 0 ? capped_speedup(tc, tk) : te > 0 ? capped_speedup(tc, te) : -INFINITY;
 }

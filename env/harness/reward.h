@@ -16,6 +16,12 @@ typedef enum reward_mode {
 int reward_mode_parse(const char *name, reward_mode *mode);
 const char *reward_mode_name(reward_mode mode);
 
+/* The largest speed-up the speedup and log_speedup rewards (and the best-snapshot rank) pay:
+ * a time near the trusted timing floor (the round trip's own noise, tens of microseconds) would
+ * otherwise make an unbounded, noise-driven reward. The reported speedup_* figures stay raw;
+ * speedup_capped says when the cap applied. */
+#define REWARD_SPEEDUP_CAP 100.0
+
 /* b(t, t0) of the paper: more than 5% faster than t0. */
 bool reward_beats(double t, double t0);
 

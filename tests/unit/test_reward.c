@@ -85,6 +85,24 @@ static void test_modes_and_components(void **state)
     assert_int_equal(reward_mode_parse("bogus", &m), -1);
 }
 
+/* A time at the timing floor must not pay an unbounded reward. */
+static void test_speedup_capped(void **state)
+{
+    (void)state;
+    json_t *c = comp(true, 0.001, 10, 5);
+    assert_true(fabs(reward_apply(c, REWARD_SPEEDUP) - REWARD_SPEEDUP_CAP) < 1e-12);
+    assert_true(json_is_true(json_object_get(c, "speedup_capped")));
+    assert_true(fabs(json_number_value(json_object_get(c, "speedup_eager")) - 10000.0) < 1e-6);
+    assert_true(fabs(reward_apply(c, REWARD_LOG_SPEEDUP) - log(REWARD_SPEEDUP_CAP)) < 1e-12);
+    assert_true(reward_rank(c) == REWARD_SPEEDUP_CAP);
+    assert_true(reward_apply(c, REWARD_MILESTONE) == 3.0);
+    json_decref(c);
+    c = comp(true, 2, 8, 4);
+    reward_apply(c, REWARD_SPEEDUP);
+    assert_true(json_is_false(json_object_get(c, "speedup_capped")));
+    json_decref(c);
+}
+
 static void test_infra_error_pays_nothing(void **state)
 {
     (void)state;
@@ -219,6 +237,7 @@ int main(void)
         cmocka_unit_test(test_milestone_levels),
         cmocka_unit_test(test_beats_margin),
         cmocka_unit_test(test_modes_and_components),
+        cmocka_unit_test(test_speedup_capped),
         cmocka_unit_test(test_infra_error_pays_nothing),
         cmocka_unit_test(test_rank_prefers_compile_speedup),
         cmocka_unit_test(test_pool_finds_gpu_nodes),
