@@ -41,6 +41,7 @@ import scan  # noqa: E402
 
 HARNESS_VERSION = "kgym-judge-6"
 MSG_MAX = 1 << 20
+SPIN_S = 0.25  # Channel.receive: how long to poll for a reply before sleeping
 ALIGN = 256
 
 # aten ops a candidate's forward may run: allocation, views, metadata. Anything else recorded
@@ -109,10 +110,11 @@ class Channel:
     def call(self, msg, fds=(), timeout_s=None):
         data = json.dumps(msg).encode()
         anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else []
-        self.sock.settimeout(timeout_s or self.timeout_s)
+        limit = timeout_s or self.timeout_s
         try:
+            self.sock.settimeout(limit)
             self.sock.sendmsg([data], anc)
-            raw = self.sock.recv(MSG_MAX)
+            raw = self.receive(limit)
         except socket.timeout:
             raise CandidateFailed("TIMEOUT", f"no answer to '{msg['op']}' within {timeout_s or self.timeout_s:.0f} s")
         except OSError as exc:
@@ -129,6 +131,22 @@ class Channel:
             err = reply.get("error") if isinstance(reply, dict) else None
             raise CandidateFailed("RUNTIME_ERROR", str(err)[:4000] if err else "the runner refused")
         return reply
+
+    def receive(self, limit):
+        """The reply. Polls (non-blocking) for SPIN_S first, so that the end of a short call is
+        seen when it happens, not when this process is woken up; then sleeps until limit."""
+        t0 = time.monotonic()
+        self.sock.setblocking(False)
+        try:
+            while time.monotonic() - t0 < SPIN_S:
+                try:
+                    return self.sock.recv(MSG_MAX)
+                except BlockingIOError:
+                    pass
+        finally:
+            self.sock.settimeout(limit)
+        self.sock.settimeout(max(0.001, limit - (time.monotonic() - t0)))
+        return self.sock.recv(MSG_MAX)
 
     def timed_call(self, msg, timeout_s=None):
         t0 = time.perf_counter()
