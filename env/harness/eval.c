@@ -390,13 +390,17 @@ static json_t *judge_job(eval_server *es, const tool_env *env, const char *mode,
     const struct task *tk = env->task;
     char runner[PATH_MAX + 16];
     text_fmt(runner, sizeof runner, "%s/runner.py", es->harness_dir);
-    return json_pack("{s:s, s:s, s:s, s:s, s:o, s:s, s:s, s:I, s:f, s:f, s:i, s:s, s:b, "
+    /* the judge's own limit for the candidate's part, inside the server's: a slow candidate
+     * then gets a verdict (TIMEOUT) instead of the infra_error of a killed judge */
+    double deadline_s = es->eval_timeout_ms / 1000.0 * 0.9 - 5;
+    return json_pack("{s:s, s:s, s:s, s:s, s:o, s:s, s:s, s:I, s:f, s:f, s:i, s:s, s:b, s:f, "
                      "s:{s:i, s:i, s:i, s:f}}",
                      "mode", mode, "device", env->cpu_variant ? "cpu" : "cuda", "reference",
                      ref_path, "candidate_dir", cand, "candidate_argv", cand_argv,
                      "baseline_python", es->tc.python, "runner_path", runner, "seed",
                      (json_int_t)(env->eval_seed >> 1), "atol", tk->atol, "rtol", tk->rtol,
-                     "checks", 5, "cache_dir", es->cache_dir, "probe", 1, "timing", "warmup", 2,
+                     "checks", 5, "cache_dir", es->cache_dir, "probe", 1, "deadline_s",
+                     deadline_s > 1 ? deadline_s : 1.0, "timing", "warmup", 2,
                      "min_reps", 10, "max_reps", 100, "budget_s", env->cpu_variant ? 1.5 : 1.0);
 }
 

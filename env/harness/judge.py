@@ -95,6 +95,10 @@ class Channel:
                                      start_new_session=True)
         child.close()
         self.timeout_s = timeout_s
+        # The candidate's channel gets one: a candidate that is merely slow must end with a
+        # verdict (TIMEOUT, -1) before the server's own limit kills the judge (infra_error,
+        # which pays nothing and would let slowness dodge the penalty).
+        self.deadline = None
         threading.Thread(target=self._drain, daemon=True).start()
 
     def _drain(self):
@@ -111,12 +115,20 @@ class Channel:
         data = json.dumps(msg).encode()
         anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else []
         limit = timeout_s or self.timeout_s
+        by_deadline = False
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise CandidateFailed("TIMEOUT", "the evaluation's time limit ran out while the candidate ran")
+            by_deadline, limit = left < limit, min(limit, left)
         try:
             self.sock.settimeout(limit)
             self.sock.sendmsg([data], anc)
             raw = self.receive(limit)
         except socket.timeout:
-            raise CandidateFailed("TIMEOUT", f"no answer to '{msg['op']}' within {timeout_s or self.timeout_s:.0f} s")
+            if by_deadline:
+                raise CandidateFailed("TIMEOUT", f"the evaluation's time limit ran out during '{msg['op']}'")
+            raise CandidateFailed("TIMEOUT", f"no answer to '{msg['op']}' within {limit:.0f} s")
         except OSError as exc:
             raise CandidateFailed("RUNTIME_ERROR", f"the process died ({exc}); output:\n{self.log_text()[-2000:]}")
         if not raw:
@@ -252,6 +264,7 @@ def nbytes_of(tensors):
 class Judge:
     def __init__(self, job):
         self.job = job
+        self.started = time.monotonic()
         import torch
 
         self.torch = torch
@@ -545,6 +558,7 @@ class Judge:
             raise CandidateFailed("FORBIDDEN_CODE", "the static scan refused the candidate:\n" +
                                   "\n".join(violations[:20]))
         cand = self.spawn(job["candidate_argv"], {}, "candidate")
+        cand.deadline = self.started + float(job.get("deadline_s", 800))
         try:
             w0, x0, y0 = self.plan()
             self.cur_w = w0

@@ -39,7 +39,7 @@ class HarnessServer:
     Evaluations are slow on a 2-core CPU (builds, baselines, torch.compile), hence the long
     client timeout. KGYM_HARNESS_BUILD_CACHE keeps compiled objects and baselines between runs."""
 
-    def __init__(self, workdir):
+    def __init__(self, workdir, extra_args=()):
         self.workdir = Path(workdir)
         self.state = self.workdir / "state"
         cmd = [str(BINARY), "serve", "--port", "0", "--state-dir", str(self.state),
@@ -50,6 +50,7 @@ class HarnessServer:
         cache = os.environ.get("KGYM_HARNESS_BUILD_CACHE") or os.environ.get("KGYM_TEST_BUILD_CACHE")
         if cache:
             cmd += ["--build-cache", cache]
+        cmd += list(extra_args)
         env = dict(os.environ)
         env.setdefault("OMP_NUM_THREADS", "1")  # the same single-threaded torch as the naive control
         self.lines = []

@@ -16,8 +16,9 @@ def post_tool(client, ep, name, args):
     return r.json
 
 
-def run_case(client, task, folder, variant="cpu"):
-    """Returns {"reward", "info", "content", "uploads": {path: status}, "compile": observation}."""
+def run_case(client, task, folder, variant="cpu", final_tool="Submit"):
+    """Returns {"reward", "info", "content", "uploads": {path: status}, "compile": observation,
+    "data": the observation's data}; final_tool "Verify" checks without ending the episode."""
     r = client.post("/v1/episodes", {"task_id": harness_cases.task_id(task), "options": {"variant": variant}})
     assert r.status == 201, r
     ep = r.json["episode_id"]
@@ -47,11 +48,12 @@ def run_case(client, task, folder, variant="cpu"):
             else:
                 assert resp.status in (200, 201), (rel, resp)
         compile_obs = post_tool(client, ep, "Compile", {})["observation"]
-        out = post_tool(client, ep, "Submit", {})
-        assert out.get("terminated") is True, out
+        out = post_tool(client, ep, final_tool, {})
+        assert out.get("terminated") is (final_tool == "Submit"), out
+        obs = out.get("observation") or {}
         return {"reward": out.get("reward"), "info": out.get("info", {}),
-                "content": (out.get("observation") or {}).get("content", ""), "uploads": uploads,
-                "compile": compile_obs}
+                "content": obs.get("content", ""), "uploads": uploads, "compile": compile_obs,
+                "data": obs.get("data") or {}}
     finally:
         client.delete(f"/v1/episodes/{ep}")
 
