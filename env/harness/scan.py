@@ -304,11 +304,28 @@ def tensor_compute_methods():
     return names - CPP_METHODS_ALLOWED
 
 
+# Calling back into Python from C++ reaches torch's Python API (`py::module_::import("torch")`,
+# a torch function passed in as a py::object or a std::function): PyTorch compute by another door.
+_PY_CALLBACK = re.compile(
+    r"\b(?:py|pybind11)\s*::\s*(?:module_?\s*::\s*import|object|handle|function|eval|exec|eval_file|"
+    r"getattr|globals|reinterpret_borrow|reinterpret_steal)\b"
+    r"|\bPy(?:Import|Run|Object_Call|Object_GetAttr|Object_Vectorcall|Eval_EvalCode|Eval_GetBuiltins)\w*"
+    r"|\.\s*attr\s*\(|\bstd\s*::\s*function\b")
+
+
 def scan_cpp(src, fname, methods):
     out = []
     code = strip_cpp(src)
     lines = code.split("\n")
+    raw_lines = src.split("\n")
     for no, line in enumerate(lines, 1):
+        m = _PY_CALLBACK.search(line)
+        if m:
+            out.append(f"{fname}:{no}: '{m.group(0).strip()}' calls back into Python (PyTorch compute by another "
+                       f"door); kernels and bindings take tensors and plain values only")
+        raw = raw_lines[no - 1] if no - 1 < len(raw_lines) else ""
+        if re.search(r"#\s*include\s*<\s*pybind11/(functional|eval|embed)\.h", raw):
+            out.append(f"{fname}:{no}: this header lets C++ call Python")
         for m in re.finditer(r"\b(at|torch)\s*::\s*(\w+)(?:\s*::\s*(\w+))?", line):
             ns, name, sub = m.group(1), m.group(2), m.group(3)
             if name not in CPP_NS_ALLOWED:

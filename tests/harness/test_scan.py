@@ -101,6 +101,19 @@ def test_cpp_compute_is_refused(line):
     assert scan.scan_cpp(src, "kernels/f.cpp", scan.tensor_compute_methods()), line
 
 
+@pytest.mark.parametrize("line", ['auto y = py::module_::import("torch").attr("matmul")(a, a);',
+                                  'auto y = pybind11::module::import("torch");',
+                                  "PyObject *t = PyImport_ImportModule(nullptr);",
+                                  'PyRun_SimpleString("import torch");',
+                                  "static void g(py::object f) {}",
+                                  "static void g(std::function<void()> f) { f(); }",
+                                  "#include <pybind11/functional.h>",
+                                  'auto r = obj.attr("sum")();'])
+def test_cpp_calling_python_is_refused(line):
+    src = CPP_CLEAN.replace("    return out;", "    " + line + "\n    return out;")
+    assert scan.scan_cpp(src, "kernels/f_binding.cpp", scan.tensor_compute_methods()), line
+
+
 def fake_nm(tmp_path, symbols):
     """An nm stand-in printing the given undefined symbols (as `nm -D --undefined-only -C` does)."""
     nm = tmp_path / "nm"
