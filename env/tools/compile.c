@@ -48,6 +48,13 @@ static int expand_load_inline(const tool_env *env, char *msg, size_t cap)
     o.envp = ENV;
     o.timeout_ms = 30000;
     o.capture_cap = 8u << 20;
+    /* It parses the agent's text (never runs it) as the server's user, outside the sandbox:
+     * bounded like a sandboxed process, so a pathological file costs at most this much. */
+    o.rl.as_bytes = 4ull << 30;
+    o.rl.cpu_s = 20;
+    o.rl.fsize_bytes = 1u << 20;
+    o.rl.nofile = 64;
+    o.rl.no_core = true;
     spawn_result r;
     int rc = spawn_run(&o, &r);
     json_t *doc = rc == 0 && r.exit_code == 0 && r.out.data ? json_loads(r.out.data, 0, NULL) : NULL;
