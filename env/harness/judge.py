@@ -41,7 +41,7 @@ import scan  # noqa: E402
 
 HARNESS_VERSION = "kgym-judge-6"
 MSG_MAX = 1 << 20
-SPIN_S = 0.25  # Channel.receive: how long to poll for a reply before sleeping
+SPIN_S = 0.25  # Channel.receive on CUDA: how long to poll for a reply before sleeping
 ALIGN = 256
 
 # aten ops a candidate's forward may run: allocation, views, metadata. Anything else recorded
@@ -99,6 +99,7 @@ class Channel:
         # verdict (TIMEOUT, -1) before the server's own limit kills the judge (infra_error,
         # which pays nothing and would let slowness dodge the penalty).
         self.deadline = None
+        self.spin = False
         threading.Thread(target=self._drain, daemon=True).start()
 
     def _drain(self):
@@ -145,9 +146,14 @@ class Channel:
         return reply
 
     def receive(self, limit):
-        """The reply. Polls (non-blocking) for SPIN_S first, so that the end of a short call is
-        seen when it happens, not when this process is woken up; then sleeps until limit."""
+        """The reply. On CUDA, polls (non-blocking) for SPIN_S first, so that the end of a short
+        call is seen when it happens, not when this process is woken up; then sleeps until limit.
+        Not on the CPU: there the forward computes on the CPUs, and polling beside it (a sibling
+        hyperthread of a 2-vCPU machine) slows the very work being timed."""
         t0 = time.monotonic()
+        if not self.spin:
+            self.sock.settimeout(limit)
+            return self.sock.recv(MSG_MAX)
         self.sock.setblocking(False)
         try:
             while time.monotonic() - t0 < SPIN_S:
@@ -533,6 +539,7 @@ class Judge:
         """Starts a runner; it imports torch while this process prepares (see hello)."""
         ch = Channel(argv, env, 64 << 10, float(self.job.get("call_timeout_s", 120)))
         ch.what = what
+        ch.spin = self.device == "cuda"
         return ch
 
     def hello(self, ch):
