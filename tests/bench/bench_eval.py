@@ -118,6 +118,21 @@ def cpp_extension_full_build(python, sources, device):
         return float(out.stdout.strip().splitlines()[-1]), ""
 
 
+class Figures(dict):
+    """The figures, each printed (stderr) and saved (--json) the moment it is measured: a run cut
+    short (a time limit on a borrowed GPU machine) still leaves what it measured."""
+
+    def __init__(self, json_path, **kw):
+        super().__init__(**kw)
+        self.json_path = json_path
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        print(f"  [measured] {key} = {value}", file=sys.stderr, flush=True)
+        if self.json_path:
+            Path(self.json_path).write_text(json.dumps(self, indent=1))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
@@ -126,7 +141,7 @@ def main():
     ap.add_argument("--server", default=str(REPO / os.environ.get("KGYM_BUILD", "build") / "kgym-env"))
     ap.add_argument("--json", default="")
     args = ap.parse_args()
-    fig = {"device": args.device}
+    fig = Figures(args.json, device=args.device)
     with tempfile.TemporaryDirectory(dir=os.environ.get("KGYM_BENCH_TMP")) as tmp:
         proc, port = start_server(args.server, args.python, Path(tmp))
         try:
