@@ -123,7 +123,7 @@ class Channel:
                 raise CandidateFailed("TIMEOUT", "the evaluation's time limit ran out while the candidate ran")
             by_deadline, limit = left < limit, min(limit, left)
         try:
-            self.sock.settimeout(limit)
+            self.sock.settimeout(limit)  # the send too: a runner that never reads blocks it
             self.sock.sendmsg([data], anc)
             raw = self.receive(limit)
         except socket.timeout:
@@ -151,18 +151,13 @@ class Channel:
         Not on the CPU: there the forward computes on the CPUs, and polling beside it (a sibling
         hyperthread of a 2-vCPU machine) slows the very work being timed."""
         t0 = time.monotonic()
-        if not self.spin:
-            self.sock.settimeout(limit)
-            return self.sock.recv(MSG_MAX)
-        self.sock.setblocking(False)
-        try:
+        if self.spin:
+            self.sock.setblocking(False)
             while time.monotonic() - t0 < SPIN_S:
                 try:
                     return self.sock.recv(MSG_MAX)
                 except BlockingIOError:
                     pass
-        finally:
-            self.sock.settimeout(limit)
         self.sock.settimeout(max(0.001, limit - (time.monotonic() - t0)))
         return self.sock.recv(MSG_MAX)
 

@@ -4,9 +4,11 @@ The server kills a judge that outlives --eval-timeout, and a killed judge is an 
 reward, not even -1. So a hang would dodge the penalty that a wrong answer gets. The judge
 therefore keeps its own deadline for the candidate's calls, inside the server's limit (90% of it,
 less 5 s), and ends a hang with TIMEOUT. Here the server's limit is 40 s and the candidate's kernel
-spins for days (tests/harness/timeouts/diag_matmul_hang): Verify must come back as an evaluation
+spins for days (diag_matmul_slow with its kernel replaced by
+tests/harness/timeouts/diag_naive_hang.cpp): Verify must come back as an evaluation
 that ran ("eval_status": "ok") and failed with TIMEOUT, well before the 120 s per-call limit.
 """
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -29,12 +31,20 @@ def short_limit_server(tmp_path_factory):
     srv.stop()
 
 
-def test_hanging_candidate_gets_timeout_not_infra_error(short_limit_server):
+def hang_case(tmp_path):
+    """diag_matmul_slow, whose kernel now spins before working (the binding and model stay)."""
+    case = tmp_path / "diag_matmul_hang"
+    shutil.copytree(HERE / "solutions" / "diag_matmul_slow", case)
+    shutil.copy(HERE / "timeouts" / "diag_naive_hang.cpp", case / "kernels" / "diag_naive.cpp")
+    return case
+
+
+def test_hanging_candidate_gets_timeout_not_infra_error(short_limit_server, tmp_path):
+    case = hang_case(tmp_path)
     client = short_limit_server.client()
     try:
         t0 = time.monotonic()
-        res = kgym_episode.run_case(client, "diag_matmul", HERE / "timeouts" / "diag_matmul_hang",
-                                    final_tool="Verify")
+        res = kgym_episode.run_case(client, "diag_matmul", case, final_tool="Verify")
         took = time.monotonic() - t0
     finally:
         client.close()

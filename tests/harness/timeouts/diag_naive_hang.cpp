@@ -1,4 +1,5 @@
-// diag_naive.cpp (hang case): spins for days before doing the work (tests/harness/test_deadline.py).
+// diag_naive_hang.cpp: diag_matmul_slow's kernel that spins for days first (tests/harness/test_deadline.py
+// copies it over that solution's kernels/diag_naive.cpp).
 // Below, the reference taken literally. d is the N x N diagonal matrix, out = d @ b by
 // a naive i-k-j triple loop: O(N^3) multiply-adds where O(N^2) suffice, correct, and several
 // times slower than PyTorch's matmul. The honest "correct but not faster" case (reward 1).
