@@ -31,6 +31,12 @@ UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 UNIT_SAN_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/san/tests/%)
 
+# kgym-bench (env/bench/): its own CLI over the same library, plus libcurl.
+BENCH_SRCS := $(sort $(filter-out env/bench/main.c,$(wildcard env/bench/*.c)))
+BENCH_OBJS := $(BENCH_SRCS:%.c=$(BUILD)/obj/%.o)
+BENCH_SAN_OBJS := $(BENCH_SRCS:%.c=$(BUILD)/san/%.o)
+KGYM_BENCH := $(BUILD)/kgym-bench
+
 KGYM_ENV := $(BUILD)/kgym-env
 # The sandbox launcher: its own small program (env/launcher/), sharing the profile code.
 LAUNCHER_SRCS := $(wildcard env/launcher/*.c) env/sandbox/profile.c env/sandbox/seccomp.c \
@@ -38,7 +44,7 @@ LAUNCHER_SRCS := $(wildcard env/launcher/*.c) env/sandbox/profile.c env/sandbox/
 KGYM_SANDBOX := $(BUILD)/kgym-sandbox
 
 .PHONY: all run test test-gpu bench clean deps venv unit unit-san format help
-all: $(KGYM_ENV) $(KGYM_SANDBOX)
+all: $(KGYM_ENV) $(KGYM_SANDBOX) $(KGYM_BENCH)
 
 help:
 	@echo "make            build $(KGYM_ENV)"
@@ -60,16 +66,19 @@ $(BUILD)/san/%.o: %.c
 $(KGYM_ENV): $(BUILD)/obj/env/main.o $(ENV_OBJS)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
+$(KGYM_BENCH): $(BUILD)/obj/env/bench/main.o $(BENCH_OBJS) $(ENV_OBJS)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) -lcurl
+
 $(KGYM_SANDBOX): $(LAUNCHER_SRCS:%.c=$(BUILD)/obj/%.o)
 	$(CC) $(CFLAGS) -o $@ $^ -lseccomp -lcap
 
-$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(ENV_OBJS)
+$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(ENV_OBJS) $(BENCH_OBJS)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) -lcurl -lcmocka
 
-$(BUILD)/san/tests/%: $(BUILD)/san/tests/unit/%.o $(SAN_OBJS)
+$(BUILD)/san/tests/%: $(BUILD)/san/tests/unit/%.o $(SAN_OBJS) $(BENCH_SAN_OBJS)
 	@mkdir -p $(@D)
-	$(CC) -g $(SAN) -o $@ $^ $(LDLIBS) -lcmocka
+	$(CC) -g $(SAN) -o $@ $^ $(LDLIBS) -lcurl -lcmocka
 
 deps:
 	@mk/deps.sh

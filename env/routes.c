@@ -154,6 +154,42 @@ void route_task(server *srv, const api_request *req, const char *id, api_respons
     api_json(resp, 200, task_detail_json(t));
 }
 
+/* POST /v1/tasks/{id}/baselines {variant?: "gpu"|"cpu"}: the task's eager and torch.compile
+ * times, measured once per (reference, device, torch version) and cached (kgym-bench baselines).
+ * A failed measurement is 503 with the judge's reason: nothing the caller sent was wrong. */
+void route_task_baselines(server *srv, const api_request *req, const char *id,
+                          api_response *resp)
+{
+    const task *t = task_store_find(srv->tasks, id);
+    if (!t) {
+        api_fail(resp, 404, "TASK_NOT_FOUND", false, NULL, "no task with id '%s'", id);
+        return;
+    }
+    json_t *body = route_parse_body(req, true, resp);
+    if (!body)
+        return;
+    json_t *v = json_object_get(body, "variant");
+    const char *variant = json_is_string(v) ? json_string_value(v) : NULL;
+    if ((v && !variant) || (variant && strcmp(variant, "cpu") != 0 && strcmp(variant, "gpu") != 0)) {
+        json_decref(body);
+        api_fail(resp, 400, "BAD_REQUEST", false, NULL, "variant must be \"gpu\" or \"cpu\"");
+        return;
+    }
+    bool cpu = variant && strcmp(variant, "cpu") == 0;
+    json_decref(body);
+    json_t *out = eval_baselines(&srv->eval, t, cpu);
+    const char *status = json_string_value(json_object_get(out, "eval_status"));
+    if (!status || strcmp(status, "ok") != 0) {
+        const char *why = json_string_value(json_object_get(out, "error"));
+        api_fail(resp, 503, "BASELINES_UNAVAILABLE", true, out, "%s",
+                 why ? why : "the baselines could not be measured");
+        return;
+    }
+    json_object_set_new(out, "task_id", json_string(t->id));
+    json_object_set_new(out, "variant", json_string(cpu ? "cpu" : "gpu"));
+    api_json(resp, 200, out);
+}
+
 void route_metrics(server *srv, const api_request *req, api_response *resp)
 {
     (void)req;
@@ -218,6 +254,20 @@ void api_dispatch(server *srv, const api_request *req, api_response *resp)
     if (dispatch_fixed(srv, req, resp))
         return;
     if (strncmp(p, "/v1/tasks/", 10) == 0 && p[10]) {
+        size_t n = strlen(p + 10), suffix = strlen("/baselines");
+        if (n > suffix && strcmp(p + 10 + n - suffix, "/baselines") == 0) {
+            char id[256];
+            if (n - suffix >= sizeof id) {
+                api_fail(resp, 404, "TASK_NOT_FOUND", false, NULL, "no such task");
+            } else if (!is(req, "POST")) {
+                method_not_allowed(req, resp, "POST");
+            } else {
+                memcpy(id, p + 10, n - suffix);
+                id[n - suffix] = '\0';
+                route_task_baselines(srv, req, id, resp);
+            }
+            return;
+        }
         if (is(req, "GET"))
             route_task(srv, req, p + 10, resp);
         else

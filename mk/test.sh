@@ -32,6 +32,7 @@ run_suite api           "$venv/bin/python" -m pytest -q -p no:cacheprovider test
 run_suite tasks         "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/tasks
 run_suite sandbox       "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/sandbox
 run_suite harness       "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/harness
+run_suite kgym-bench    "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/kgym_bench
 
 echo
 echo "=== make test summary (times per suite)"

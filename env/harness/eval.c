@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -384,24 +385,100 @@ static json_t *run_judge(eval_server *es, const char *dir, json_t *job, const ch
     return verdict;
 }
 
-static json_t *judge_job(eval_server *es, const tool_env *env, const char *mode, const char *cand,
-                         const char *ref_path, json_t *cand_argv)
+/* The judge's job. cand and cand_argv are NULL for a baselines-only job. */
+static json_t *judge_job(eval_server *es, const struct task *tk, bool cpu, uint64_t seed,
+                         const char *mode, const char *cand, const char *ref_path, json_t *cand_argv)
 {
-    const struct task *tk = env->task;
     char runner[PATH_MAX + 16];
     text_fmt(runner, sizeof runner, "%s/runner.py", es->harness_dir);
     /* the judge's own limit for the candidate's part, inside the server's: a slow candidate
      * then gets a verdict (TIMEOUT) instead of the infra_error of a killed judge */
     double deadline_s = es->eval_timeout_ms / 1000.0 * 0.9 - 5;
-    return json_pack("{s:s, s:s, s:s, s:s, s:o, s:s, s:s, s:I, s:f, s:f, s:i, s:s, s:b, s:f, "
-                     "s:{s:i, s:i, s:i, s:f}}",
-                     "mode", mode, "device", env->cpu_variant ? "cpu" : "cuda", "reference",
-                     ref_path, "candidate_dir", cand, "candidate_argv", cand_argv,
-                     "baseline_python", es->tc.python, "runner_path", runner, "seed",
-                     (json_int_t)(env->eval_seed >> 1), "atol", tk->atol, "rtol", tk->rtol,
-                     "checks", 5, "cache_dir", es->cache_dir, "probe", 1, "deadline_s",
-                     deadline_s > 1 ? deadline_s : 1.0, "timing", "warmup", 2,
-                     "min_reps", 10, "max_reps", 100, "budget_s", env->cpu_variant ? 1.5 : 1.0);
+    json_t *job = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:f, s:f, s:i, s:s, s:b, s:f, "
+                            "s:{s:i, s:i, s:i, s:f}}",
+                            "mode", mode, "device", cpu ? "cpu" : "cuda", "reference", ref_path,
+                            "baseline_python", es->tc.python, "runner_path", runner, "seed",
+                            (json_int_t)(seed >> 1), "atol", tk->atol, "rtol", tk->rtol, "checks",
+                            5, "cache_dir", es->cache_dir, "probe", 1, "deadline_s",
+                            deadline_s > 1 ? deadline_s : 1.0, "timing", "warmup", 2, "min_reps",
+                            10, "max_reps", 100, "budget_s", cpu ? 1.5 : 1.0);
+    if (cand)
+        json_object_set_new(job, "candidate_dir", json_string(cand));
+    if (cand_argv) /* stolen, as json_pack's "o" would */
+        json_object_set_new(job, "candidate_argv", cand_argv);
+    return job;
+}
+
+/* The reference the judge runs: the task's code, or its CPU variant's. */
+static const char *reference_code(const struct task *tk, bool cpu)
+{
+    return cpu && tk->code_cpu ? tk->code_cpu : tk->code;
+}
+
+/* Leases a GPU for a CUDA evaluation (none for the CPU). Returns the slot, -1 for none needed,
+ * or -2 with *fail set when no lease came in time. */
+static int lease_for(eval_server *es, bool cpu, double *waited, char *visible, size_t cap,
+                     json_t **fail)
+{
+    *waited = 0;
+    if (cpu)
+        return -1;
+    int slot = gpu_lease_acquire(&es->gpus, es->lease_timeout_ms, waited);
+    if (slot < 0) {
+        *fail = infra("%s", "no GPU lease within the lease timeout");
+        json_object_set_new(*fail, "lease_wait_ms", json_real(*waited));
+        return -2;
+    }
+    text_fmt(visible, cap, "%d", es->gpus.index[slot]);
+    return slot;
+}
+
+json_t *eval_baselines(eval_server *es, const struct task *tk, bool cpu)
+{
+    double t0 = text_mono_ms();
+    if (!eval_prepare(es))
+        return infra("evaluation is unavailable on this server: %s",
+                     es ? es->unavailable : "no harness");
+    if (!cpu && es->gpus.n == 0)
+        return infra("%s", "this server has no GPU: ask for the \"cpu\" variant");
+    /* a private directory per call under the cache (root only), removed afterwards */
+    char dir[PATH_MAX], ref_path[PATH_MAX + 32];
+    char base[PATH_MAX + 16];
+    text_fmt(base, sizeof base, "%s/baseline-jobs", es->cache_dir);
+    mkdir(base, 0700);
+    text_fmt(dir, sizeof dir, "%s/job-XXXXXX", base);
+    if (!mkdtemp(dir))
+        return infra("cannot create a directory under %s", base);
+    const char *code = reference_code(tk, cpu);
+    json_t *verdict;
+    text_fmt(ref_path, sizeof ref_path, "%s/reference.py", dir);
+    if (put_file(dir, "reference.py", code, strlen(code)) != 0) {
+        verdict = infra("cannot write the reference into %s", dir);
+    } else {
+        double waited;
+        char visible[16] = "";
+        json_t *fail = NULL;
+        int slot = lease_for(es, cpu, &waited, visible, sizeof visible, &fail);
+        if (slot == -2) {
+            verdict = fail;
+        } else {
+            uint64_t seed = 0;
+            if (getrandom(&seed, sizeof seed, 0) != sizeof seed)
+                seed = (uint64_t)(t0 * 1e3); /* baselines only: the seed picks the inputs */
+            json_t *jb = judge_job(es, tk, cpu, seed, "baselines", NULL, ref_path, NULL);
+            verdict = run_judge(es, dir, jb, slot >= 0 ? visible : NULL);
+            json_decref(jb);
+            if (slot >= 0) {
+                gpu_lease_release(&es->gpus, slot);
+                json_object_set_new(verdict, "gpu", json_integer(es->gpus.index[slot]));
+            }
+            json_object_set_new(verdict, "lease_wait_ms", json_real(waited));
+        }
+    }
+    rm_tree(dir);
+    json_object_set_new(verdict, "eval_ms", json_real(text_mono_ms() - t0));
+    json_object_set_new(verdict, "mode", json_string("baselines"));
+    return verdict;
 }
 
 /* One evaluation: build, snapshot, lease, judge. Never NULL: {eval_status, compiled, correct,
@@ -449,8 +526,7 @@ json_t *eval_run(eval_server *es, const tool_env *env, const char *mode)
                                     "error", why, "checks_failed", "model_new.py missing")
                         : infra("%s", why);
     }
-    const char *code = env->cpu_variant && env->task->code_cpu ? env->task->code_cpu
-                                                               : env->task->code;
+    const char *code = reference_code(env->task, env->cpu_variant);
     if (put_file(jdir, "reference.py", code, strlen(code)) != 0) {
         json_decref(build_info);
         return infra("cannot write the reference into %s", jdir);
@@ -458,18 +534,13 @@ json_t *eval_run(eval_server *es, const tool_env *env, const char *mode)
     char ref_path[PATH_MAX + 32];
     text_fmt(ref_path, sizeof ref_path, "%s/reference.py", jdir);
 
-    int slot = -1;
-    double waited = 0;
+    double waited;
     char visible[16] = "";
-    if (!env->cpu_variant) {
-        slot = gpu_lease_acquire(&es->gpus, es->lease_timeout_ms, &waited);
-        if (slot < 0) {
-            json_decref(build_info);
-            json_t *out = infra("%s", "no GPU lease within the lease timeout");
-            json_object_set_new(out, "lease_wait_ms", json_real(waited));
-            return out;
-        }
-        text_fmt(visible, sizeof visible, "%d", es->gpus.index[slot]);
+    json_t *fail = NULL;
+    int slot = lease_for(es, env->cpu_variant, &waited, visible, sizeof visible, &fail);
+    if (slot == -2) {
+        json_decref(build_info);
+        return fail;
     }
     sandbox_job *job = NULL;
     json_t *argv = candidate_argv(es, env, cand, slot >= 0 ? es->gpus.node[slot] : NULL,
@@ -478,7 +549,8 @@ json_t *eval_run(eval_server *es, const tool_env *env, const char *mode)
     if (!argv) {
         verdict = infra("cannot set up the candidate sandbox: %s", why);
     } else {
-        json_t *jb = judge_job(es, env, mode, cand, ref_path, argv);
+        json_t *jb = judge_job(es, env->task, env->cpu_variant, env->eval_seed, mode, cand,
+                               ref_path, argv);
         verdict = run_judge(es, jdir, jb, slot >= 0 ? visible : NULL);
         json_decref(jb);
     }

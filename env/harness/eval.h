@@ -92,4 +92,10 @@ struct tool_env;
  * correct, error_code?, checks, t_candidate_ms?, t_eager_ms?, t_compile_ms?, spreads, ...}. */
 json_t *eval_run(eval_server *es, const struct tool_env *env, const char *mode);
 
+/* The eager and torch.compile baselines of a task, measured (or taken from the cache) without a
+ * candidate: {eval_status, t_eager_ms, t_compile_ms?, spread_eager, spread_compile?,
+ * baseline_cached, baseline_key, device_name, torch_version, compile_unavailable?}. On CUDA it
+ * holds a GPU lease like any evaluation. Never NULL. */
+json_t *eval_baselines(eval_server *es, const struct task *tk, bool cpu);
+
 #endif

@@ -1,0 +1,163 @@
+/* local_server: start, find the port of, and stop a private kgym-env (see local_server.h). */
+#include "bench/local_server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "spawn.h"
+#include "util/text.h"
+
+#define START_TIMEOUT_MS 180000
+#define MAX_ARGS (BENCH_MAX_SERVER_ARGS + 32)
+
+/* <dir of this binary>/<name> */
+static void beside_self(const char *name, char *out, size_t cap)
+{
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    self[n > 0 ? n : 0] = '\0';
+    char *slash = strrchr(self, '/');
+    if (slash)
+        *slash = '\0';
+    text_fmt(out, cap, "%s/%s", slash ? self : ".", name);
+}
+
+static int exists(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0;
+}
+
+/* The port in the server's {"event":"listening", ..., "port":N} log line, 0 while not there. */
+static int port_from_log(const char *log_path)
+{
+    FILE *f = fopen(log_path, "re");
+    if (!f)
+        return 0;
+    char line[4096];
+    int port = 0;
+    while (!port && fgets(line, sizeof line, f)) {
+        const char *p = strstr(line, "\"event\":\"listening\"");
+        const char *q = p ? strstr(p, "\"port\":") : NULL;
+        if (q)
+            port = atoi(q + 7);
+    }
+    fclose(f);
+    return port;
+}
+
+static int build_argv(const bench_opts *o, const char *bin, const char *state, const char **argv,
+                      char paths[][PATH_MAX])
+{
+    int n = 0;
+    argv[n++] = bin;
+    argv[n++] = "serve";
+    argv[n++] = "--port";
+    argv[n++] = "0";
+    argv[n++] = "--state-dir";
+    argv[n++] = state;
+    argv[n++] = "--quiet";
+    argv[n++] = "--idle-timeout";
+    argv[n++] = "0";
+    /* the repository layout: build/kgym-env beside env/template and sandbox_profiles */
+    beside_self("../env/template", paths[0], PATH_MAX);
+    if (exists(paths[0])) {
+        argv[n++] = "--template";
+        argv[n++] = paths[0];
+    }
+    beside_self("../sandbox_profiles", paths[1], PATH_MAX);
+    if (exists(paths[1])) {
+        argv[n++] = "--sandbox-profiles";
+        argv[n++] = paths[1];
+    }
+    if (o->kernelbench) {
+        argv[n++] = "--kernelbench";
+        argv[n++] = o->kernelbench;
+    }
+    if (o->tasks) {
+        argv[n++] = "--tasks";
+        argv[n++] = o->tasks;
+    }
+    if (o->python) {
+        argv[n++] = "--sandbox-python";
+        argv[n++] = o->python;
+    }
+    for (int i = 0; i < o->n_server_args; i++)
+        argv[n++] = o->server_args[i];
+    argv[n] = NULL;
+    return n;
+}
+
+pid_t local_server_start(const bench_opts *o, char *url, size_t urlcap, char *err, size_t errcap)
+{
+    char bin[PATH_MAX], state[PATH_MAX], log_path[PATH_MAX];
+    if (o->server_bin)
+        text_fmt(bin, sizeof bin, "%s", o->server_bin);
+    else
+        beside_self("kgym-env", bin, sizeof bin);
+    text_fmt(state, sizeof state, "%s/server", o->out_dir);
+    text_fmt(log_path, sizeof log_path, "%s/server.log", o->out_dir);
+    mkdir(state, 0755);
+    int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        text_fmt(err, errcap, "%s: %s", log_path, strerror(errno));
+        return -1;
+    }
+    const char *argv[MAX_ARGS];
+    static char paths[2][PATH_MAX];
+    build_argv(o, bin, state, argv, paths);
+    extern char **environ;
+    spawn_opts so = SPAWN_OPTS_INIT;
+    so.argv = argv;
+    so.envp = (const char *const *)environ;
+    so.out_fd = fd;
+    so.kill_grace_ms = 10000;
+    pid_t pid;
+    const char *fail = NULL;
+    int rc = spawn_start(&so, &pid, &fail);
+    close(fd);
+    if (rc != 0) {
+        text_fmt(err, errcap, "cannot start %s: %s", bin, fail ? fail : strerror(errno));
+        return -1;
+    }
+    for (int waited = 0; waited < START_TIMEOUT_MS; waited += 100) {
+        int port = port_from_log(log_path);
+        if (port > 0) {
+            text_fmt(url, urlcap, "http://127.0.0.1:%d", port);
+            return pid;
+        }
+        spawn_status st;
+        if (spawn_reap(pid, false, &st) == 1) {
+            text_fmt(err, errcap, "%s exited before listening; see %s", bin, log_path);
+            return -1;
+        }
+        usleep(100000);
+    }
+    local_server_stop(pid);
+    text_fmt(err, errcap, "%s did not start listening within %d s; see %s", bin,
+             START_TIMEOUT_MS / 1000, log_path);
+    return -1;
+}
+
+void local_server_stop(pid_t pid)
+{
+    if (pid <= 0)
+        return;
+    kill(pid, SIGTERM);
+    spawn_status st;
+    for (int i = 0; i < 300; i++) { /* a draining server finishes its in-flight steps */
+        if (spawn_reap(pid, false, &st) == 1)
+            return;
+        usleep(100000);
+    }
+    spawn_kill_group(pid, 0);
+    spawn_reap(pid, true, &st);
+}

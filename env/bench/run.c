@@ -1,0 +1,826 @@
+/* run: kgym-bench run / baselines / report (see run.h). */
+#include "bench/run.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench/http.h"
+#include "bench/local_server.h"
+#include "bench/metrics.h"
+#include "bench/solution.h"
+#include "util/strbuf.h"
+#include "util/text.h"
+
+#define MAX_LEVEL_ROWS 16
+#define EXIT_OK 0
+#define EXIT_SETUP 1
+#define EXIT_INFRA 2
+#define EXIT_INTERRUPTED 3
+
+static atomic_int g_stop; /* SIGINT/SIGTERM: finish the tasks in flight, start no new one */
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    atomic_store(&g_stop, 1);
+}
+
+static void install_signals(void)
+{
+    struct sigaction sa = {0};
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+/* mkdir -p */
+static int make_dirs(const char *path)
+{
+    char p[PATH_MAX];
+    if (!text_fmt(p, sizeof p, "%s", path))
+        return -1;
+    for (char *s = p + 1; *s; s++) {
+        if (*s == '/') {
+            *s = '\0';
+            if (mkdir(p, 0755) != 0 && errno != EEXIST)
+                return -1;
+            *s = '/';
+        }
+    }
+    return mkdir(p, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+/* ---- the server --------------------------------------------------------------------------- */
+
+typedef struct server_conn {
+    char url[256];
+    pid_t own_pid; /* > 0: ours, stopped at the end */
+} server_conn;
+
+static int connect_server(const bench_opts *o, server_conn *sc)
+{
+    sc->own_pid = -1;
+    if (o->server_url) {
+        text_fmt(sc->url, sizeof sc->url, "%s", o->server_url);
+        return 0;
+    }
+    char err[1024];
+    fprintf(stderr, "kgym-bench: starting kgym-env (log: %s/server.log)\n", o->out_dir);
+    sc->own_pid = local_server_start(o, sc->url, sizeof sc->url, err, sizeof err);
+    if (sc->own_pid < 0) {
+        fprintf(stderr, "kgym-bench: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+static void disconnect_server(server_conn *sc)
+{
+    if (sc->own_pid > 0)
+        local_server_stop(sc->own_pid);
+}
+
+/* ---- task selection ----------------------------------------------------------------------- */
+
+static bool selected(const bench_opts *o, const char *id, int level)
+{
+    if (o->levels && (level <= 0 || level > 30 || !(o->levels & (1u << level))))
+        return false;
+    if (o->n_only == 0)
+        return true;
+    for (int i = 0; i < o->n_only; i++)
+        if (strcmp(o->only[i], id) == 0)
+            return true;
+    return false;
+}
+
+/* The server's catalogue, filtered: an array of {id, name, level}. NULL on error (printed). */
+static json_t *fetch_tasks(bench_http *h, const bench_opts *o)
+{
+    char err[1024];
+    json_t *reply = NULL;
+    const char *path = o->kernelbench && !o->tasks ? "/v1/tasks?suite=kernelbench&limit=1000000"
+                                                   : "/v1/tasks?limit=1000000";
+    long st = bench_http_json(h, "GET", path, NULL, &reply, err, sizeof err);
+    json_t *all = json_object_get(reply, "tasks");
+    if (st != 200 || !json_is_array(all)) {
+        fprintf(stderr, "kgym-bench: cannot list the server's tasks: %s\n",
+                st < 0 ? err : bench_http_error_message(reply));
+        json_decref(reply);
+        return NULL;
+    }
+    json_t *out = json_array();
+    size_t i;
+    json_t *t;
+    json_array_foreach(all, i, t) {
+        const char *id = json_string_value(json_object_get(t, "id"));
+        int level = (int)json_integer_value(json_object_get(t, "level"));
+        if (id && selected(o, id, level))
+            json_array_append_new(out, json_pack("{s:s, s:s, s:i}", "task_id", id, "name",
+                                                 json_string_value(json_object_get(t, "name"))
+                                                     ? json_string_value(json_object_get(t, "name"))
+                                                     : "",
+                                                 "level", level));
+    }
+    json_decref(reply);
+    for (int k = 0; k < o->n_only; k++) {
+        bool found = false;
+        json_array_foreach(out, i, t) found |=
+            strcmp(json_string_value(json_object_get(t, "task_id")), o->only[k]) == 0;
+        if (!found)
+            fprintf(stderr, "kgym-bench: warning: --only %s: no such task (or not in --levels)\n",
+                    o->only[k]);
+    }
+    return out;
+}
+
+/* ---- results.jsonl: the durable log ------------------------------------------------------- */
+
+/* Earlier results by task id (the last line for an id wins). infra_error results are dropped:
+ * they are retried. A torn last line (a crash mid-write) is skipped. */
+static json_t *load_done(const char *path)
+{
+    json_t *done = json_object();
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return done;
+    char *line = NULL;
+    size_t cap = 0;
+    while (getline(&line, &cap, f) > 0) {
+        json_t *r = json_loads(line, 0, NULL);
+        const char *id = json_string_value(json_object_get(r, "task_id"));
+        const char *st = json_string_value(json_object_get(r, "status"));
+        if (id && st && strcmp(st, "infra_error") != 0)
+            json_object_set(done, id, r);
+        else if (id)
+            json_object_del(done, id);
+        json_decref(r);
+    }
+    free(line);
+    fclose(f);
+    return done;
+}
+
+static int append_line(int fd, const json_t *r)
+{
+    char *s = json_dumps(r, JSON_COMPACT);
+    if (!s)
+        return -1;
+    size_t n = strlen(s);
+    s[n] = '\n';
+    ssize_t w = write(fd, s, n + 1); /* one write: O_APPEND keeps lines whole between threads */
+    free(s);
+    return w == (ssize_t)(n + 1) && fdatasync(fd) == 0 ? 0 : -1;
+}
+
+/* ---- one task ------------------------------------------------------------------------------ */
+
+static double num_or_nan(const json_t *o, const char *k)
+{
+    const json_t *v = json_object_get(o, k);
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+static void set_num(json_t *r, const char *k, double v)
+{
+    json_object_set_new(r, k, isfinite(v) ? json_real(v) : json_null());
+}
+
+/* The verdict's components -> the result's status and figures. */
+static void fill_from_components(json_t *r, const json_t *c)
+{
+    const char *eval = json_string_value(json_object_get(c, "eval_status"));
+    const char *code = json_string_value(json_object_get(c, "error_code"));
+    const char *status = "incorrect";
+    if (!eval || strcmp(eval, "ok") != 0)
+        status = "infra_error";
+    else if (json_is_false(json_object_get(c, "compiled")))
+        status = "compile_error";
+    else if (json_is_true(json_object_get(c, "correct")))
+        status = "correct";
+    else if (code && strcmp(code, "TIMEOUT") == 0)
+        status = "timeout";
+    else if (code && strcmp(code, "FORBIDDEN_CODE") == 0)
+        status = "forbidden";
+    else if (code && strcmp(code, "RUNTIME_ERROR") == 0)
+        status = "runtime_error";
+    json_object_set_new(r, "status", json_string(status));
+    if (code)
+        json_object_set_new(r, "error_code", json_string(code));
+    const char *why = json_string_value(json_object_get(c, "error"));
+    if (why)
+        json_object_set_new(r, "error", json_stringn(why, strlen(why) > 600 ? 600 : strlen(why)));
+    double tc = num_or_nan(c, "t_candidate_ms"), te = num_or_nan(c, "t_eager_ms"),
+           tk = num_or_nan(c, "t_compile_ms");
+    set_num(r, "reward", num_or_nan(c, "reward"));
+    set_num(r, "t_candidate_ms", tc);
+    set_num(r, "t_eager_ms", te);
+    set_num(r, "t_compile_ms", tk);
+    set_num(r, "spread_candidate", num_or_nan(c, "spread_candidate"));
+    set_num(r, "spread_eager", num_or_nan(c, "spread_eager"));
+    set_num(r, "spread_compile", num_or_nan(c, "spread_compile"));
+    bool ok = strcmp(status, "correct") == 0 && tc > 0;
+    set_num(r, "speedup_eager", ok ? te / tc : NAN);
+    set_num(r, "speedup_compile", ok ? tk / tc : NAN);
+    if (json_is_string(json_object_get(c, "paid_on")))
+        json_object_set(r, "paid_on", json_object_get(c, "paid_on"));
+    if (json_is_integer(json_object_get(c, "snapshot")))
+        json_object_set(r, "best_snapshot", json_object_get(c, "snapshot"));
+}
+
+static void infra(json_t *r, const char *fmt, const char *detail)
+{
+    char msg[1200];
+    text_fmt(msg, sizeof msg, fmt, detail);
+    json_object_set_new(r, "status", json_string("infra_error"));
+    json_object_set_new(r, "error", json_string(msg));
+}
+
+static bool in_solution(const solution_file *fs, int n, const char *rel)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(fs[i].rel, rel) == 0)
+            return true;
+    return false;
+}
+
+/* The workspace must hold exactly the solution: files under kernels/ that it does not bring (the
+ * template's AXPBY example, an earlier snapshot's) are removed, or they would be built into the
+ * module too. Through the agent's own Bash tool: the server has no delete route. */
+static int clear_stale_kernels(bench_http *h, const char *ep, const solution_file *fs, int n,
+                               json_t *r)
+{
+    char path[256], err[1024];
+    text_fmt(path, sizeof path, "/v1/episodes/%s/files/kernels", ep);
+    json_t *listing = NULL;
+    long st = bench_http_json(h, "GET", path, NULL, &listing, err, sizeof err);
+    if (st == 404) {
+        json_decref(listing);
+        return 0;
+    }
+    json_t *entries = json_object_get(listing, "entries");
+    if (st != 200 || !json_is_array(entries)) {
+        infra(r, "cannot list the workspace's kernels/: %s",
+              st < 0 ? err : bench_http_error_message(listing));
+        json_decref(listing);
+        return -1;
+    }
+    strbuf cmd = {0};
+    size_t i;
+    json_t *e;
+    json_array_foreach(entries, i, e) {
+        const char *name = json_string_value(json_object_get(e, "name"));
+        const char *type = json_string_value(json_object_get(e, "type"));
+        char rel[512];
+        if (!name || !type || strchr(name, '\'') || strcmp(type, "dir") == 0)
+            continue;
+        text_fmt(rel, sizeof rel, "kernels/%s", name);
+        if (!in_solution(fs, n, rel))
+            sb_printf(&cmd, "%s'%s'", cmd.len ? " " : "rm -f -- ", rel);
+    }
+    json_decref(listing);
+    int rc = 0;
+    if (cmd.len) {
+        json_t *body = json_pack("{s:s}", "command", cmd.data), *reply = NULL;
+        text_fmt(path, sizeof path, "/v1/episodes/%s/tools/Bash", ep);
+        st = bench_http_json(h, "POST", path, body, &reply, err, sizeof err);
+        json_t *obs = json_object_get(reply, "observation");
+        if (st != 200 || json_is_true(json_object_get(obs, "is_error"))) {
+            infra(r, "cannot remove the template's kernels: %s",
+                  st < 0 ? err : json_string_value(json_object_get(obs, "content")));
+            rc = -1;
+        }
+        json_decref(body);
+        json_decref(reply);
+    }
+    sb_free(&cmd);
+    return rc;
+}
+
+/* Uploads one state's files into the episode's workspace. 0 or -1 (r filled). */
+static int upload_state(bench_http *h, const char *ep, const char *state, json_t *r)
+{
+    solution_file *fs = calloc(SOLUTION_MAX_FILES, sizeof *fs);
+    char err[1024];
+    int n = fs ? solution_files(state, fs, SOLUTION_MAX_FILES, err, sizeof err) : -1;
+    if (n < 0) {
+        /* a broken solution folder is the solution's failure, not the run's */
+        json_object_set_new(r, "status", json_string("incorrect"));
+        json_object_set_new(r, "error_code", json_string("BAD_SOLUTION"));
+        json_object_set_new(r, "error", json_string(fs ? err : "out of memory"));
+        free(fs);
+        return -1;
+    }
+    int rc = clear_stale_kernels(h, ep, fs, n, r);
+    for (int i = 0; i < n && rc == 0; i++) {
+        char path[700], esc[600];
+        bench_http_escape_path(fs[i].rel, esc, sizeof esc);
+        text_fmt(path, sizeof path, "/v1/episodes/%s/files/%s", ep, esc);
+        json_t *reply = NULL;
+        long st = bench_http_put(h, path, fs[i].data, fs[i].len, &reply, err, sizeof err);
+        if (st != 200 && st != 201) {
+            char d[1200];
+            text_fmt(d, sizeof d, "%s: %s", fs[i].rel, st < 0 ? err : bench_http_error_message(reply));
+            if (st == 403 || st == 413 || st == 400) {
+                json_object_set_new(r, "status", json_string("incorrect"));
+                json_object_set_new(r, "error_code", json_string("BAD_SOLUTION"));
+                json_object_set_new(r, "error", json_string(d));
+            } else {
+                infra(r, "upload failed: %s", d);
+            }
+            rc = -1;
+        }
+        json_decref(reply);
+    }
+    solution_files_free(fs, n);
+    free(fs);
+    return rc;
+}
+
+/* Runs one evaluation tool; returns its observation.data (the components) or NULL (r filled). */
+static json_t *call_tool(bench_http *h, const char *ep, const char *tool, json_t *r)
+{
+    char path[256], err[1024];
+    text_fmt(path, sizeof path, "/v1/episodes/%s/tools/%s", ep, tool);
+    json_t *body = json_object(), *reply = NULL;
+    long st = bench_http_json(h, "POST", path, body, &reply, err, sizeof err);
+    json_decref(body);
+    json_t *data = json_object_get(json_object_get(reply, "observation"), "data");
+    if (st != 200 || !json_is_object(data)) {
+        if (st < 0 && strstr(err, "imeout")) { /* --task-timeout: the solution's failure */
+            json_object_set_new(r, "status", json_string("timeout"));
+            json_object_set_new(r, "error", json_string("the --task-timeout ran out"));
+        } else {
+            infra(r, "%s", st < 0 ? err : bench_http_error_message(reply));
+        }
+        json_decref(reply);
+        return NULL;
+    }
+    json_incref(data);
+    json_decref(reply);
+    return data;
+}
+
+static void evaluate_solution(bench_http *h, const bench_opts *o, const char *task_id,
+                              const solution *sol, json_t *r)
+{
+    char err[1024];
+    json_t *opts = json_pack("{s:s, s:s, s:i}", "variant", o->variant, "reward_on", "best",
+                             "max_steps", 100000);
+    json_t *body = json_pack("{s:s, s:o}", "task_id", task_id, "options", opts), *reply = NULL;
+    long st = bench_http_json(h, "POST", "/v1/episodes", body, &reply, err, sizeof err);
+    json_decref(body);
+    const char *ep_s = json_string_value(json_object_get(reply, "episode_id"));
+    if (st != 201 || !ep_s) {
+        infra(r, "cannot create an episode: %s", st < 0 ? err : bench_http_error_message(reply));
+        json_decref(reply);
+        return;
+    }
+    char ep[128];
+    text_fmt(ep, sizeof ep, "%s", ep_s);
+    json_decref(reply);
+    json_object_set_new(r, "episode_id", json_string(ep));
+    json_t *c = NULL;
+    for (int i = 0; i < sol->n_states; i++) {
+        if (upload_state(h, ep, sol->state[i], r) != 0)
+            break;
+        json_decref(c);
+        c = call_tool(h, ep, i + 1 < sol->n_states ? "Profile" : "Submit", r);
+        if (!c)
+            break;
+    }
+    if (c)
+        fill_from_components(r, c);
+    json_decref(c);
+    char path[256];
+    text_fmt(path, sizeof path, "/v1/episodes/%s?purge=true", ep);
+    bench_http_set_timeout(h, 60);
+    st = bench_http_json(h, "DELETE", path, NULL, &reply, err, sizeof err);
+    json_decref(reply);
+    bench_http_set_timeout(h, o->task_timeout_s);
+}
+
+static json_t *evaluate_task(bench_http *h, const bench_opts *o, const json_t *t)
+{
+    const char *id = json_string_value(json_object_get(t, "task_id"));
+    json_t *r = json_deep_copy(t);
+    double t0 = text_mono_ms();
+    solution sol;
+    char err[1024];
+    int found = solution_find(o->solutions, id, &sol, err, sizeof err);
+    if (found < 0) {
+        json_object_set_new(r, "status", json_string("incorrect"));
+        json_object_set_new(r, "error_code", json_string("BAD_SOLUTION"));
+        json_object_set_new(r, "error", json_string(err));
+    } else if (found == 0) {
+        json_object_set_new(r, "solution", json_null());
+        json_object_set_new(r, "status", json_string("missing"));
+    } else {
+        json_object_set_new(r, "solution", json_string(sol.rel));
+        json_object_set_new(r, "snapshots", json_integer(sol.n_states));
+        evaluate_solution(h, o, id, &sol, r);
+    }
+    json_object_set_new(r, "eval_s", json_real((text_mono_ms() - t0) / 1000));
+    json_object_set_new(r, "finished_unix", json_integer((json_int_t)time(NULL)));
+    return r;
+}
+
+/* ---- workers and progress ----------------------------------------------------------------- */
+
+typedef struct run_state {
+    const bench_opts *o;
+    const char *url;
+    json_t *todo; /* array of tasks */
+    size_t next, finished, total_before;
+    int log_fd;
+    double t0_ms;
+    int infra;
+    pthread_mutex_t lock;
+} run_state;
+
+static void progress(run_state *s, const json_t *r)
+{
+    if (s->o->quiet)
+        return;
+    size_t done = s->finished, n = json_array_size(s->todo);
+    double el = (text_mono_ms() - s->t0_ms) / 1000;
+    double eta = done ? el / (double)done * (double)(n - done) : 0;
+    double su = num_or_nan(r, "speedup_eager");
+    char extra[64] = "";
+    if (isfinite(su))
+        text_fmt(extra, sizeof extra, " %.2fx eager", su);
+    fprintf(stderr, "[%zu/%zu] %-16s %-13s%s  (%.0fs) | elapsed %dm%02ds, ETA %dm%02ds\n", done, n,
+            json_string_value(json_object_get(r, "task_id")),
+            json_string_value(json_object_get(r, "status")), extra,
+            num_or_nan(r, "eval_s"), (int)el / 60, (int)el % 60, (int)eta / 60, (int)eta % 60);
+}
+
+static void *worker(void *arg)
+{
+    run_state *s = arg;
+    bench_http *h = bench_http_new(s->url, s->o->task_timeout_s);
+    if (!h)
+        return NULL;
+    for (;;) {
+        pthread_mutex_lock(&s->lock);
+        size_t i = s->next;
+        bool go = i < json_array_size(s->todo) && !atomic_load(&g_stop);
+        if (go)
+            s->next++;
+        pthread_mutex_unlock(&s->lock);
+        if (!go)
+            break;
+        json_t *r = evaluate_task(h, s->o, json_array_get(s->todo, i));
+        pthread_mutex_lock(&s->lock);
+        if (append_line(s->log_fd, r) != 0)
+            fprintf(stderr, "kgym-bench: cannot append to results.jsonl: %s\n", strerror(errno));
+        s->finished++;
+        if (strcmp(json_string_value(json_object_get(r, "status")), "infra_error") == 0) {
+            s->infra++;
+            fprintf(stderr, "kgym-bench: %s: infra error: %s\n",
+                    json_string_value(json_object_get(r, "task_id")),
+                    json_string_value(json_object_get(r, "error")));
+        }
+        progress(s, r);
+        pthread_mutex_unlock(&s->lock);
+        json_decref(r);
+    }
+    bench_http_free(h);
+    return NULL;
+}
+
+/* Parallel evaluations: one per GPU the server has (its leases keep them exclusive), 1 on CPU. */
+static int default_jobs(bench_http *h, const bench_opts *o)
+{
+    if (strcmp(o->variant, "cpu") == 0)
+        return 1;
+    char err[256];
+    json_t *reply = NULL;
+    long st = bench_http_json(h, "GET", "/v1/health", NULL, &reply, err, sizeof err);
+    size_t n = st == 200 ? json_array_size(json_object_get(reply, "gpus")) : 0;
+    json_decref(reply);
+    return n > 0 ? (int)n : 1;
+}
+
+/* ---- outputs ------------------------------------------------------------------------------- */
+
+static int write_atomic_json(const char *path, const json_t *v)
+{
+    char tmp[PATH_MAX + 8];
+    text_fmt(tmp, sizeof tmp, "%s.tmp", path);
+    if (json_dump_file(v, tmp, JSON_INDENT(1) | JSON_REAL_PRECISION(8)) != 0)
+        return -1;
+    return rename(tmp, path);
+}
+
+/* results.json, report.md and the summary from the log; tasks in the selection's order. */
+static int finish(const char *out_dir, json_t *meta, bool print)
+{
+    char log_path[PATH_MAX + 32], path[PATH_MAX + 32];
+    text_fmt(log_path, sizeof log_path, "%s/results.jsonl", out_dir);
+    json_t *done = load_done(log_path);
+    json_t *tasks = json_array();
+    json_t *order = json_object_get(meta, "selection");
+    size_t i;
+    json_t *t;
+    json_array_foreach(order, i, t) {
+        const char *id = json_string_value(json_object_get(t, "task_id"));
+        json_t *r = id ? json_object_get(done, id) : NULL;
+        if (r)
+            json_array_append(tasks, r);
+    }
+    /* infra errors are not in done (they are retried): the last one of each still counts */
+    FILE *f = fopen(log_path, "re");
+    char *line = NULL;
+    size_t cap = 0;
+    json_t *last_infra = json_object();
+    while (f && getline(&line, &cap, f) > 0) {
+        json_t *r = json_loads(line, 0, NULL);
+        const char *id = json_string_value(json_object_get(r, "task_id"));
+        if (id && !json_object_get(done, id))
+            json_object_set(last_infra, id, r);
+        json_decref(r);
+    }
+    free(line);
+    if (f)
+        fclose(f);
+    json_array_foreach(order, i, t) {
+        json_t *r = json_object_get(last_infra, json_string_value(json_object_get(t, "task_id")));
+        if (r)
+            json_array_append(tasks, r);
+    }
+    bench_row rows[MAX_LEVEL_ROWS];
+    char err[256];
+    int n = bench_table(tasks, rows, MAX_LEVEL_ROWS, err, sizeof err);
+    int rc = 0;
+    if (n < 0) {
+        fprintf(stderr, "kgym-bench: %s\n", err);
+        rc = -1;
+    } else {
+        json_t *out = json_pack("{s:O, s:o, s:O}", "meta", meta, "table",
+                                bench_table_json(rows, n), "tasks", tasks);
+        text_fmt(path, sizeof path, "%s/results.json", out_dir);
+        if (write_atomic_json(path, out) != 0) {
+            fprintf(stderr, "kgym-bench: cannot write %s\n", path);
+            rc = -1;
+        }
+        json_decref(out);
+        text_fmt(path, sizeof path, "%s/report.md", out_dir);
+        FILE *md = fopen(path, "we");
+        if (!md || bench_write_report_md(md, rows, n, tasks, meta) != 0) {
+            fprintf(stderr, "kgym-bench: cannot write %s\n", path);
+            rc = -1;
+        }
+        if (md)
+            fclose(md);
+        if (print)
+            bench_print_summary(stdout, rows, n, tasks);
+    }
+    json_decref(tasks);
+    json_decref(done);
+    json_decref(last_infra);
+    return rc;
+}
+
+/* meta.json: what this run is; a resumed run must be the same run. */
+static json_t *run_meta(const bench_opts *o, const char *url, json_t *selection)
+{
+    char abs_sol[PATH_MAX];
+    json_t *m = json_pack("{s:s, s:s, s:s, s:O}", "solutions",
+                          realpath(o->solutions, abs_sol) ? abs_sol : o->solutions, "variant",
+                          o->variant, "server", o->server_url ? url : "private", "selection",
+                          selection);
+    if (o->kernelbench)
+        json_object_set_new(m, "kernelbench", json_string(o->kernelbench));
+    if (o->tasks)
+        json_object_set_new(m, "tasks", json_string(o->tasks));
+    return m;
+}
+
+static int check_resume(const char *meta_path, json_t *meta, const bench_opts *o)
+{
+    json_t *old = json_load_file(meta_path, 0, NULL);
+    if (!old || o->restart) {
+        json_decref(old);
+        return 0;
+    }
+    const char *keys[] = {"solutions", "variant", "selection"};
+    for (size_t i = 0; i < 3; i++) {
+        if (!json_equal(json_object_get(old, keys[i]), json_object_get(meta, keys[i]))) {
+            fprintf(stderr,
+                    "kgym-bench: %s holds a different run (its %s differs): use another --out, "
+                    "or --restart to discard it\n",
+                    o->out_dir, keys[i]);
+            json_decref(old);
+            return -1;
+        }
+    }
+    json_object_set(meta, "started", json_object_get(old, "started"));
+    json_decref(old);
+    return 1;
+}
+
+static int add_server_info(bench_http *h, json_t *meta)
+{
+    char err[256];
+    json_t *reply = NULL;
+    long st = bench_http_json(h, "GET", "/v1/health", NULL, &reply, err, sizeof err);
+    if (st == 200 && reply) {
+        json_object_set(meta, "gpus", json_object_get(reply, "gpus"));
+        json_object_set(meta, "evaluation", json_object_get(reply, "evaluation"));
+    }
+    json_decref(reply);
+    return 0;
+}
+
+int bench_run(const bench_opts *o)
+{
+    if (make_dirs(o->out_dir) != 0) {
+        fprintf(stderr, "kgym-bench: cannot create %s: %s\n", o->out_dir, strerror(errno));
+        return EXIT_SETUP;
+    }
+    install_signals();
+    server_conn sc;
+    if (connect_server(o, &sc) != 0)
+        return EXIT_SETUP;
+    int rc = EXIT_SETUP;
+    bench_http *h = bench_http_new(sc.url, 120);
+    json_t *sel = h ? fetch_tasks(h, o) : NULL, *meta = NULL;
+    char meta_path[PATH_MAX + 16], log_path[PATH_MAX + 32];
+    text_fmt(meta_path, sizeof meta_path, "%s/meta.json", o->out_dir);
+    text_fmt(log_path, sizeof log_path, "%s/results.jsonl", o->out_dir);
+    if (!sel)
+        goto out;
+    if (json_array_size(sel) == 0) {
+        fprintf(stderr, "kgym-bench: no task selected (check --levels / --only)\n");
+        goto out;
+    }
+    meta = run_meta(o, sc.url, sel);
+    int resumed = check_resume(meta_path, meta, o);
+    if (resumed < 0)
+        goto out;
+    if (!resumed || o->restart) {
+        unlink(log_path);
+        char started[32];
+        time_t now = time(NULL);
+        strftime(started, sizeof started, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+        json_object_set_new(meta, "started", json_string(started));
+    }
+    add_server_info(h, meta);
+    if (write_atomic_json(meta_path, meta) != 0) {
+        fprintf(stderr, "kgym-bench: cannot write %s\n", meta_path);
+        goto out;
+    }
+    json_t *done = load_done(log_path);
+    run_state s = {.o = o, .url = sc.url, .todo = json_array(), .t0_ms = text_mono_ms()};
+    pthread_mutex_init(&s.lock, NULL);
+    size_t i;
+    json_t *t;
+    json_array_foreach(sel, i, t) if (!json_object_get(
+        done, json_string_value(json_object_get(t, "task_id")))) json_array_append(s.todo, t);
+    fprintf(stderr, "kgym-bench: %zu tasks selected, %zu already done%s, %zu to evaluate\n",
+            json_array_size(sel), json_array_size(sel) - json_array_size(s.todo),
+            resumed > 0 ? " (resumed)" : "", json_array_size(s.todo));
+    json_decref(done);
+    s.log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (s.log_fd < 0) {
+        fprintf(stderr, "kgym-bench: cannot open %s: %s\n", log_path, strerror(errno));
+        json_decref(s.todo);
+        goto out;
+    }
+    int jobs = o->jobs > 0 ? o->jobs : default_jobs(h, o);
+    pthread_t th[64];
+    int n_th = jobs > 64 ? 64 : jobs;
+    for (int k = 0; k < n_th; k++)
+        pthread_create(&th[k], NULL, worker, &s);
+    for (int k = 0; k < n_th; k++)
+        pthread_join(th[k], NULL);
+    close(s.log_fd);
+    bool interrupted = atomic_load(&g_stop) && s.next < json_array_size(s.todo);
+    json_decref(s.todo);
+    pthread_mutex_destroy(&s.lock);
+    if (finish(o->out_dir, meta, true) != 0)
+        goto out;
+    rc = interrupted ? EXIT_INTERRUPTED : s.infra > 0 ? EXIT_INFRA : EXIT_OK;
+    if (interrupted)
+        fprintf(stderr, "kgym-bench: interrupted; run the same command again to resume\n");
+out:
+    json_decref(sel);
+    json_decref(meta);
+    bench_http_free(h);
+    disconnect_server(&sc);
+    return rc;
+}
+
+int bench_report(const char *out_dir)
+{
+    char meta_path[PATH_MAX + 16];
+    text_fmt(meta_path, sizeof meta_path, "%s/meta.json", out_dir);
+    json_error_t jerr;
+    json_t *meta = json_load_file(meta_path, 0, &jerr);
+    if (!meta) {
+        fprintf(stderr, "kgym-bench: %s: %s (not a kgym-bench results folder?)\n", meta_path,
+                jerr.text);
+        return EXIT_SETUP;
+    }
+    int rc = finish(out_dir, meta, true) == 0 ? EXIT_OK : EXIT_SETUP;
+    json_decref(meta);
+    return rc;
+}
+
+/* ---- baselines ------------------------------------------------------------------------------ */
+
+int bench_baselines(const bench_opts *o, const char *out_file)
+{
+    install_signals();
+    server_conn sc;
+    if (make_dirs(o->out_dir) != 0) {
+        fprintf(stderr, "kgym-bench: cannot create %s: %s\n", o->out_dir, strerror(errno));
+        return EXIT_SETUP;
+    }
+    if (connect_server(o, &sc) != 0)
+        return EXIT_SETUP;
+    int rc = EXIT_SETUP;
+    bench_http *h = bench_http_new(sc.url, o->task_timeout_s);
+    json_t *sel = h ? fetch_tasks(h, o) : NULL;
+    json_t *file = json_load_file(out_file, 0, NULL);
+    if (!json_is_object(file)) {
+        json_decref(file);
+        file = json_pack("{s:{}}", "tasks");
+    }
+    json_t *have = json_object_get(file, "tasks");
+    if (!sel || !json_is_object(have))
+        goto out;
+    size_t i, n = json_array_size(sel), measured = 0, failed = 0;
+    json_t *t;
+    double t0 = text_mono_ms();
+    json_t *body = json_pack("{s:s}", "variant", o->variant);
+    json_array_foreach(sel, i, t) {
+        const char *id = json_string_value(json_object_get(t, "task_id"));
+        if (atomic_load(&g_stop))
+            break;
+        if (json_object_get(have, id))
+            continue; /* resumable: what the file holds is kept */
+        char path[512], esc[400], err[1024];
+        bench_http_escape_path(id, esc, sizeof esc);
+        text_fmt(path, sizeof path, "/v1/tasks/%s/baselines", esc);
+        json_t *reply = NULL;
+        long st = bench_http_json(h, "POST", path, body, &reply, err, sizeof err);
+        if (st == 200 && reply) {
+            json_t *rec = json_pack("{s:O, s:O, s:O, s:O, s:O, s:O}", "t_eager_ms",
+                                    json_object_get(reply, "t_eager_ms"), "t_compile_ms",
+                                    json_object_get(reply, "t_compile_ms") ?: json_null(),
+                                    "spread_eager", json_object_get(reply, "spread_eager") ?: json_null(),
+                                    "spread_compile",
+                                    json_object_get(reply, "spread_compile") ?: json_null(),
+                                    "cached", json_object_get(reply, "baseline_cached") ?: json_false(),
+                                    "eval_ms", json_object_get(reply, "eval_ms") ?: json_null());
+            if (json_object_get(reply, "compile_unavailable"))
+                json_object_set(rec, "compile_unavailable", json_object_get(reply, "compile_unavailable"));
+            json_object_set(rec, "level", json_object_get(t, "level"));
+            json_object_set_new(have, id, rec);
+            json_object_set(file, "device_name", json_object_get(reply, "device_name"));
+            json_object_set(file, "torch_version", json_object_get(reply, "torch_version"));
+            json_object_set_new(file, "variant", json_string(o->variant));
+            measured++;
+            if (write_atomic_json(out_file, file) != 0)
+                fprintf(stderr, "kgym-bench: cannot write %s\n", out_file);
+        } else {
+            failed++;
+            fprintf(stderr, "kgym-bench: %s: baselines failed: %s\n", id,
+                    st < 0 ? err : bench_http_error_message(reply));
+        }
+        if (!o->quiet) {
+            double el = (text_mono_ms() - t0) / 1000;
+            size_t tried = measured + failed;
+            double eta = tried ? el / (double)tried * (double)(n - i - 1) : 0;
+            fprintf(stderr, "[%zu/%zu] %-16s eager %.4g ms, compile %.4g ms | elapsed %dm%02ds, "
+                    "ETA %dm%02ds\n", i + 1, n, id, num_or_nan(reply, "t_eager_ms"),
+                    num_or_nan(reply, "t_compile_ms"), (int)el / 60, (int)el % 60, (int)eta / 60,
+                    (int)eta % 60);
+        }
+        json_decref(reply);
+    }
+    json_decref(body);
+    fprintf(stderr, "kgym-bench: %zu measured, %zu failed, %zu in %s\n", measured, failed,
+            json_object_size(have), out_file);
+    rc = atomic_load(&g_stop) ? EXIT_INTERRUPTED : failed ? EXIT_INFRA : EXIT_OK;
+out:
+    json_decref(sel);
+    json_decref(file);
+    bench_http_free(h);
+    disconnect_server(&sc);
+    return rc;
+}

@@ -1,0 +1,241 @@
+"""kgym-bench end to end on the CPU: a fixture set of real KernelBench tasks (from ../shared) with
+CPU solutions of known outcome (fixtures.json: fast, slow, wrong, compile_error, missing).
+
+Checks that the table is right (computed here, by hand, from the fixtures' known outcomes and the
+per-task figures; never from the tool's earlier output), that a killed run resumes to the same
+result, that `diff` flags an injected regression, that `baselines` stores and resumes, and that
+bad input gets a clear error. Required under make test: without ../shared it skips, and a skip
+fails the run (tests/conftest.py)."""
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+BENCH = REPO / os.environ.get("KGYM_BUILD", "build") / "kgym-bench"
+KB = Path(os.environ.get("KGYM_KERNELBENCH",
+                         REPO.parent / "shared" / "kernelbench" / "kernelbench-l1-l3.jsonl"))
+FIXTURES = json.loads((HERE / "fixtures.json").read_text())
+SOLUTIONS = HERE / "solutions"
+CORRECT = {"fast", "slow"}
+
+
+@pytest.fixture(scope="module")
+def kb():
+    if not KB.is_file():
+        pytest.skip(f"KernelBench JSONL not found at {KB} (set KGYM_KERNELBENCH)")
+    assert BENCH.is_file(), f"{BENCH} is missing: run make first"
+    return KB
+
+
+def bench_args(out, *extra):
+    args = [str(BENCH), "run", "--kernelbench", str(KB), "--variant", "cpu", "--solutions",
+            str(SOLUTIONS), "--out", str(out), "--python", sys.executable, "--quiet"]
+    for f in FIXTURES:
+        args += ["--only", f["task"]]
+    cache = os.environ.get("KGYM_TEST_BUILD_CACHE") or os.environ.get("KGYM_HARNESS_BUILD_CACHE")
+    if cache:  # compiled objects and baselines shared with the other suites of the run
+        args += ["--server-arg", "--build-cache", "--server-arg", cache]
+    return args + list(extra)
+
+
+def env():
+    e = dict(os.environ)
+    e.setdefault("OMP_NUM_THREADS", "1")
+    return e
+
+
+def run_bench(out, *extra, timeout=1800):
+    return subprocess.run(bench_args(out, *extra), capture_output=True, text=True, timeout=timeout,
+                          env=env())
+
+
+@pytest.fixture(scope="module")
+def first_run(kb, tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench") / "run1"
+    t0 = time.monotonic()
+    p = run_bench(out)
+    print(f"kgym-bench run over {len(FIXTURES)} fixtures: {time.monotonic() - t0:.0f} s")
+    assert p.returncode == 0, f"exit {p.returncode}\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}"
+    return out, json.loads((out / "results.json").read_text()), p.stdout
+
+
+def by_task(results):
+    return {t["task_id"]: t for t in results["tasks"]}
+
+
+def test_each_fixture_lands_in_its_known_class(first_run):
+    _, res, _ = first_run
+    got = by_task(res)
+    assert set(got) == {f["task"] for f in FIXTURES}
+    for f in FIXTURES:
+        r = got[f["task"]]
+        want = {"fast": "correct", "slow": "correct", "wrong": "incorrect",
+                "compile_error": "compile_error", "missing": "missing"}[f["expect"]]
+        assert r["status"] == want, f"{f['task']} ({f['expect']}): {r}"
+        if f["expect"] == "fast":
+            assert r["speedup_eager"] > 1.0, r
+        if f["expect"] == "slow":
+            assert r["speedup_eager"] < 1.0, r
+        if f["expect"] in CORRECT:  # the speed-up is the ratio of the reported medians
+            assert r["speedup_eager"] == pytest.approx(r["t_eager_ms"] / r["t_candidate_ms"], rel=1e-6)
+        else:
+            assert r.get("speedup_eager") is None
+
+
+def expected_row(fixtures, got):
+    """Table 1's figures for a set of fixtures, by hand: every task of the set is the denominator,
+    only the known-correct ones pass, speed-ups taken from the per-task figures."""
+    n = len(fixtures)
+    correct = [got[f["task"]] for f in fixtures if f["expect"] in CORRECT]
+    sp = [r["speedup_eager"] for r in correct]
+    spc = [r["speedup_compile"] for r in correct if r.get("speedup_compile") is not None]
+    geo = math.exp(sum(map(math.log, sp)) / len(sp)) if sp else None
+    geoc = math.exp(sum(map(math.log, spc)) / len(spc)) if spc else None
+    return {
+        "n": n, "passed": len(correct),
+        "faster_eager": sum(1 for f in fixtures if f["expect"] == "fast"),
+        "faster_eager_5pct": sum(1 for s in sp if s > 1.05),
+        "faster_compile": sum(1 for s in spc if s > 1.0),
+        "geomean_eager": geo, "geomean_compile": geoc,
+        "fast_p": [sum(1 for s in sp if s > p) for p in (0, 1, 1.5, 2)],
+    }
+
+
+def test_table_matches_the_hand_computed_one(first_run):
+    out, res, stdout = first_run
+    got = by_task(res)
+    rows = {r["label"]: r for r in res["table"]}
+    levels = sorted({int(f["task"].split("/")[1][1:]) for f in FIXTURES})
+    for label, fx in [(f"L{lv}", [f for f in FIXTURES if f["task"].startswith(f"kb/L{lv}/")])
+                      for lv in levels] + [("all", FIXTURES)]:
+        want, row = expected_row(fx, got), rows[label]
+        assert row["n"] == want["n"] and row["passed"] == want["passed"], (label, row)
+        assert row["passed_rate"] == pytest.approx(want["passed"] / want["n"])
+        assert row["faster_eager"] == want["faster_eager"], (label, row)
+        assert row["faster_eager_rate"] == pytest.approx(want["faster_eager"] / want["n"])
+        assert row["faster_eager_5pct"] == want["faster_eager_5pct"]
+        assert row["faster_compile"] == want["faster_compile"]
+        for key in ("geomean_eager", "geomean_compile"):
+            if want[key] is None:
+                assert row[key] is None
+            else:
+                assert row[key] == pytest.approx(want[key], rel=1e-6), (label, key)
+        assert [x["count"] for x in row["fast_p"]] == want["fast_p"], (label, row)
+    # the files a user reads carry the same figures
+    md = (out / "report.md").read_text()
+    overall = rows["all"]
+    assert f"{100 * overall['passed_rate']:.1f}" in md and "Pass Rate" in md
+    assert "Pass Rate" in stdout or "pass" in stdout.lower()
+    lines = (out / "results.jsonl").read_text().splitlines()
+    assert len(lines) == len(FIXTURES)
+
+
+def test_killed_run_resumes_to_the_same_result(first_run, tmp_path):
+    _, res1, _ = first_run
+    out = tmp_path / "run2"
+    p = subprocess.Popen(bench_args(out), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env(),
+                         start_new_session=True)
+    log = out / "results.jsonl"
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline and p.poll() is None:
+        if log.is_file() and len(log.read_text().splitlines()) >= 2:
+            break
+        time.sleep(0.2)
+    assert p.poll() is None, "the run ended before it could be killed"
+    os.killpg(p.pid, signal.SIGKILL)  # kgym-bench and its private server, mid-run
+    p.wait()
+    before = log.read_text().splitlines()
+    assert 2 <= len(before) < len(FIXTURES)
+    r = run_bench(out)
+    assert r.returncode == 0, r.stderr
+    assert f"{len(before)} already done (resumed)" in r.stderr or "already done" in r.stderr
+    after = log.read_text().splitlines()
+    assert after[: len(before)] == before  # nothing finished was evaluated again
+    assert len(after) == len(FIXTURES)
+    res2 = json.loads((out / "results.json").read_text())
+    s1 = {t["task_id"]: t["status"] for t in res1["tasks"]}
+    s2 = {t["task_id"]: t["status"] for t in res2["tasks"]}
+    assert s1 == s2
+    t1 = {r["label"]: (r["n"], r["passed"], r["faster_eager"]) for r in res1["table"]}
+    t2 = {r["label"]: (r["n"], r["passed"], r["faster_eager"]) for r in res2["table"]}
+    assert t1 == t2
+
+
+def test_diff_flags_an_injected_regression(first_run, tmp_path):
+    out, res, _ = first_run
+    same = subprocess.run([str(BENCH), "diff", str(out), str(out)], capture_output=True, text=True)
+    assert same.returncode == 0, same.stdout + same.stderr
+    new = json.loads(json.dumps(res))
+    fast = [f["task"] for f in FIXTURES if f["expect"] == "fast"]
+    slow = [f["task"] for f in FIXTURES if f["expect"] == "slow"]
+    wrong = [f["task"] for f in FIXTURES if f["expect"] == "wrong"]
+    for t in new["tasks"]:
+        if t["task_id"] == fast[0]:  # newly failing
+            t.update(status="incorrect", speedup_eager=None, speedup_compile=None)
+        if len(fast) > 1 and t["task_id"] == fast[1]:  # 3x slower: far beyond any noise
+            t["t_candidate_ms"] *= 3
+            t["speedup_eager"] /= 3
+        if wrong and t["task_id"] == wrong[0]:  # newly passing
+            t.update(status="correct", t_candidate_ms=1.0, t_eager_ms=1.0, speedup_eager=1.0)
+    (tmp_path / "new.json").write_text(json.dumps(new))
+    d = subprocess.run([str(BENCH), "diff", str(out / "results.json"), str(tmp_path / "new.json")],
+                       capture_output=True, text=True)
+    assert d.returncode == 1, d.stdout + d.stderr
+    assert fast[0] in d.stdout
+    if len(fast) > 1:
+        assert fast[1] in d.stdout
+    if wrong:
+        assert wrong[0] in d.stdout
+    # the reverse direction has no regression from the injected failure... but the 3x faster
+    # and newly passing tasks are listed, not counted as regressions
+    rev = subprocess.run([str(BENCH), "diff", str(tmp_path / "new.json"), str(out / "results.json")],
+                         capture_output=True, text=True)
+    assert fast[0] in rev.stdout
+    del slow
+
+
+def test_baselines_are_stored_and_resumed(first_run, tmp_path):
+    f = tmp_path / "baselines.json"
+    args = [str(BENCH), "baselines", "--kernelbench", str(KB), "--variant", "cpu", "--file", str(f),
+            "--out", str(tmp_path / "b"), "--python", sys.executable]
+    for fx in FIXTURES[:2]:
+        args += ["--only", fx["task"]]
+    cache = os.environ.get("KGYM_TEST_BUILD_CACHE") or os.environ.get("KGYM_HARNESS_BUILD_CACHE")
+    if cache:
+        args += ["--server-arg", "--build-cache", "--server-arg", cache]
+    p = subprocess.run(args, capture_output=True, text=True, timeout=1200, env=env())
+    assert p.returncode == 0, p.stderr
+    data = json.loads(f.read_text())
+    assert data["torch_version"] and data["device_name"]
+    assert set(data["tasks"]) == {fx["task"] for fx in FIXTURES[:2]}
+    for rec in data["tasks"].values():
+        assert rec["t_eager_ms"] > 0
+    again = subprocess.run(args, capture_output=True, text=True, timeout=600, env=env())
+    assert again.returncode == 0 and "0 measured" in again.stderr, again.stderr
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["run", "--kernelbench", "x.jsonl"], "--solutions"),
+    (["run", "--levels", "0"], "--levels"),
+    (["run", "--variant", "tpu"], "--variant"),
+    (["frobnicate"], "unknown command"),
+    (["diff", "/nonexistent/a", "/nonexistent/b"], "nonexistent"),
+    (["report", "/nonexistent"], "nonexistent"),
+])
+def test_bad_input_gets_a_clear_error(argv, msg):
+    assert BENCH.is_file()
+    p = subprocess.run([str(BENCH)] + argv, capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0 and msg in p.stderr, p.stderr
+
+
+def test_help():
+    p = subprocess.run([str(BENCH), "--help"], capture_output=True, text=True)
+    assert p.returncode == 0 and "kgym-bench run" in p.stdout or "usage: kgym-bench" in p.stdout
