@@ -9,7 +9,7 @@ and on a wide "probe" input (randn * max|x|, as the judge does), and time eager,
 ModelNew (median of CUDA-event times with an L2 flush before each call). It is a developer aid:
 the judge (env/harness, tests/gpu/eval_gpu.py) is the real referee.
 
-    python tests/gpu/solutions/check_direct.py [--only NAME ...] [--config N] [--iters 20]
+    python solutions/bundled/check_direct.py [--only NAME ...] [--config N] [--iters 20]
 """
 import argparse
 import json
@@ -22,7 +22,7 @@ import sysconfig
 import tempfile
 
 HERE = pathlib.Path(__file__).resolve().parent
-REPO = HERE.parents[2]
+REPO = HERE.parents[1]
 
 
 def build(sol, out_dir, arch):

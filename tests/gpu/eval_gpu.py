@@ -1,7 +1,7 @@
 """make test-gpu suite: the trusted evaluation on CUDA, through the HTTP API of a real server.
 
   1. the untouched template solves its own task (test/axpby);
-  2. real CUDA solutions of bundled tasks (tests/gpu/solutions/) compile, verify and profile,
+  2. real CUDA solutions of bundled tasks (solutions/bundled/) compile, verify and profile,
      and their speed-ups are printed;
   3. the GPU-only exploits (tests/gpu/exploits/): each first earns >= 2 from the naive in-process
      checker (naive_cuda.py, the positive control), then -1 or no speed credit from kgym;
@@ -124,7 +124,7 @@ def run_template(srv):
 
 
 def solution_cases(srv, only):
-    for sol in sorted((REPO / "tests/gpu/solutions").iterdir()):
+    for sol in sorted((REPO / "solutions/bundled").iterdir()):
         meta = sol / "solution.json"
         if meta.is_file() and (not only or only in sol.name):
             yield sol.name, lambda sol=sol: run_solution(srv, sol)
