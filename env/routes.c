@@ -46,9 +46,9 @@ void route_health(server *srv, const api_request *req, api_response *resp)
     bool draining = atomic_load(&srv->draining);
     api_json(resp, draining ? 503 : 200,
              json_pack("{s:s, s:I, s:i, s:o, s:o, s:o}", "status", draining ? "draining" : "ok",
-                       "active_episodes", (json_int_t)ep_open_count(srv->episodes),
-                       "max_episodes", srv->cfg.max_episodes, "gpus", gpus_json(&srv->eval),
-                       "sandbox", sandbox_status_json(&srv->sandbox), "evaluation",
+                       "active_episodes", (json_int_t)ep_open_count(srv->episodes), "max_episodes",
+                       srv->cfg.max_episodes, "gpus", gpus_json(&srv->eval), "sandbox",
+                       sandbox_status_json(&srv->sandbox), "evaluation",
                        eval_server_json(&srv->eval)));
     if (draining)
         resp->retry_after_s = srv->cfg.retry_after_s;
@@ -61,26 +61,25 @@ void route_info(server *srv, const api_request *req, api_response *resp)
     for (size_t i = 0; i < tool_count(); i++)
         json_array_append_new(tools, json_string(tool_at(i)->name));
     const tool_limits *l = &srv->cfg.limits;
-    api_json(
-        resp, 200,
-        json_pack("{s:s, s:s, s:o, s:I, s:{s:i, s:i, s:f, s:f, s:i, s:I, s:I, s:I, s:i, s:i, "
-                  "s:i, s:I}, s:s, s:s, s:b, s:[], s:s}",
-                  "name", "kgym-env", "version", KGYM_VERSION, "tools", tools, "task_count",
-                  (json_int_t)task_store_count(srv->tasks), "limits", "max_episodes",
-                  srv->cfg.max_episodes, "max_steps", srv->cfg.max_steps, "max_wall_s",
-                  srv->cfg.max_wall_s, "idle_timeout_s", srv->cfg.idle_timeout_s,
-                  "max_actions_per_turn", srv->cfg.max_actions_per_turn, "max_body_bytes",
-                  (json_int_t)srv->cfg.max_body_bytes, "max_file_bytes",
-                  (json_int_t)l->max_file_bytes, "disk_quota_bytes",
-                  (json_int_t)l->disk_quota_bytes, "bash_timeout_ms", l->bash_timeout_ms,
-                  "bash_timeout_max_ms", l->bash_timeout_max_ms, "client_read_timeout_s",
-                  l->bash_timeout_max_ms / 1000 + 30, "max_output_chars",
-                  (json_int_t)l->max_output_chars, "durability",
-                  srv->cfg.durability == DURABILITY_FSYNC ? "fsync" : "none", "sandbox",
-                  server_sandbox_desc(srv),
-                  "draining", atomic_load(&srv->draining), "devices", "evaluation",
-                  "not available in this build (Compile/Verify/Profile/Submit come with the "
-                  "trusted harness)"));
+    api_json(resp, 200,
+             json_pack("{s:s, s:s, s:o, s:I, s:{s:i, s:i, s:f, s:f, s:i, s:I, s:I, s:I, s:i, s:i, "
+                       "s:i, s:I}, s:s, s:s, s:b, s:[], s:s}",
+                       "name", "kgym-env", "version", KGYM_VERSION, "tools", tools, "task_count",
+                       (json_int_t)task_store_count(srv->tasks), "limits", "max_episodes",
+                       srv->cfg.max_episodes, "max_steps", srv->cfg.max_steps, "max_wall_s",
+                       srv->cfg.max_wall_s, "idle_timeout_s", srv->cfg.idle_timeout_s,
+                       "max_actions_per_turn", srv->cfg.max_actions_per_turn, "max_body_bytes",
+                       (json_int_t)srv->cfg.max_body_bytes, "max_file_bytes",
+                       (json_int_t)l->max_file_bytes, "disk_quota_bytes",
+                       (json_int_t)l->disk_quota_bytes, "bash_timeout_ms", l->bash_timeout_ms,
+                       "bash_timeout_max_ms", l->bash_timeout_max_ms, "client_read_timeout_s",
+                       l->bash_timeout_max_ms / 1000 + 30, "max_output_chars",
+                       (json_int_t)l->max_output_chars, "durability",
+                       srv->cfg.durability == DURABILITY_FSYNC ? "fsync" : "none", "sandbox",
+                       server_sandbox_desc(srv), "draining", atomic_load(&srv->draining), "devices",
+                       "evaluation",
+                       "not available in this build (Compile/Verify/Profile/Submit come with the "
+                       "trusted harness)"));
 }
 
 void route_tools(server *srv, const api_request *req, api_response *resp)
@@ -104,9 +103,8 @@ void route_tools(server *srv, const api_request *req, api_response *resp)
                                                   "function", "name", t->name, "description",
                                                   t->description, "parameters", schema));
         else
-            json_array_append_new(list, json_pack("{s:s, s:s, s:o}", "name", t->name,
-                                                  "description", t->description, "input_schema",
-                                                  schema));
+            json_array_append_new(list, json_pack("{s:s, s:s, s:o}", "name", t->name, "description",
+                                                  t->description, "input_schema", schema));
     }
     api_json(resp, 200, json_pack("{s:s, s:o}", "format", format, "tools", list));
 }
@@ -157,8 +155,7 @@ void route_task(server *srv, const api_request *req, const char *id, api_respons
 /* POST /v1/tasks/{id}/baselines {variant?: "gpu"|"cpu"}: the task's eager and torch.compile
  * times, measured once per (reference, device, torch version) and cached (kgym-bench baselines).
  * A failed measurement is 503 with the judge's reason: nothing the caller sent was wrong. */
-void route_task_baselines(server *srv, const api_request *req, const char *id,
-                          api_response *resp)
+void route_task_baselines(server *srv, const api_request *req, const char *id, api_response *resp)
 {
     const task *t = task_store_find(srv->tasks, id);
     if (!t) {
@@ -170,7 +167,8 @@ void route_task_baselines(server *srv, const api_request *req, const char *id,
         return;
     json_t *v = json_object_get(body, "variant");
     const char *variant = json_is_string(v) ? json_string_value(v) : NULL;
-    if ((v && !variant) || (variant && strcmp(variant, "cpu") != 0 && strcmp(variant, "gpu") != 0)) {
+    if ((v && !variant) ||
+        (variant && strcmp(variant, "cpu") != 0 && strcmp(variant, "gpu") != 0)) {
         json_decref(body);
         api_fail(resp, 400, "BAD_REQUEST", false, NULL, "variant must be \"gpu\" or \"cpu\"");
         return;
@@ -225,10 +223,14 @@ static bool dispatch_fixed(server *srv, const api_request *req, api_response *re
         const char *path, *method;
         void (*fn)(server *, const api_request *, api_response *);
     } FIXED[] = {
-        {"/v1/health", "GET", route_health},   {"/v1/info", "GET", route_info},
-        {"/v1/tools", "GET", route_tools},     {"/v1/tasks", "GET", route_tasks},
-        {"/metrics", "GET", route_metrics},    {"/v1/metrics", "GET", route_metrics},
-        {"/v1/batch", "POST", route_batch},    {"/v1/episodes", "GET", route_episode_list},
+        {"/v1/health", "GET", route_health},
+        {"/v1/info", "GET", route_info},
+        {"/v1/tools", "GET", route_tools},
+        {"/v1/tasks", "GET", route_tasks},
+        {"/metrics", "GET", route_metrics},
+        {"/v1/metrics", "GET", route_metrics},
+        {"/v1/batch", "POST", route_batch},
+        {"/v1/episodes", "GET", route_episode_list},
         {"/v1/episodes", "POST", route_episode_create},
     };
     bool path_known = false;
@@ -242,9 +244,10 @@ static bool dispatch_fixed(server *srv, const api_request *req, api_response *re
         }
     }
     if (path_known)
-        method_not_allowed(req, resp, strcmp(req->path, "/v1/episodes") == 0 ? "GET, POST"
-                                      : strcmp(req->path, "/v1/batch") == 0  ? "POST"
-                                                                             : "GET");
+        method_not_allowed(req, resp,
+                           strcmp(req->path, "/v1/episodes") == 0 ? "GET, POST"
+                           : strcmp(req->path, "/v1/batch") == 0  ? "POST"
+                                                                  : "GET");
     return path_known;
 }
 

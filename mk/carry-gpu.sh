@@ -9,13 +9,18 @@ cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 make -s all
 mkdir -p carry/bin carry/lib
-cp "$BUILD/kgym-env" carry/bin/
+cp "$BUILD/kgym-env" "$BUILD/kgym-bench" carry/bin/
 cc -std=c11 -D_GNU_SOURCE -O2 -Ienv -static -o carry/bin/kgym-sandbox env/launcher/*.c \
     env/sandbox/profile.c env/sandbox/seccomp.c env/util/strbuf.c env/util/fileio.c \
     -lseccomp -lcap 2> >(grep -v "statically linked applications" >&2)
-# libmicrohttpd and its TLS chain (glibc, jansson, pcre2, seccomp, cap and crypto are there)
-for lib in libmicrohttpd.so.12 libgnutls.so.30 libp11-kit.so.0 libidn2.so.0 libunistring.so.2 \
-           libtasn1.so.6 libnettle.so.8 libhogweed.so.6 libgmp.so.10 libffi.so.8; do
-    cp -L "$(ldconfig -p | awk -v l="$lib" '$1 == l { print $NF; exit }')" carry/lib/
+# every shared library kgym-env and kgym-bench (libcurl's chain) need but glibc's own
+for lib in $(ldd "$BUILD/kgym-env" "$BUILD/kgym-bench" | awk '$3 ~ /^\// { print $3 }' | sort -u); do
+    case "$(basename "$lib")" in
+        libc.so.*|libm.so.*|libresolv.so.*|libpthread.so.*|libdl.so.*|librt.so.*) ;;
+        *) cp -L "$lib" carry/lib/ ;;
+    esac
 done
+# KernelBench for kgym-bench there (../shared does not travel)
+KB=${KGYM_KERNELBENCH:-../shared/kernelbench/kernelbench-l1-l3.jsonl}
+if [ -f "$KB" ]; then mkdir -p carry/kernelbench && cp "$KB" carry/kernelbench/; fi
 du -sh carry

@@ -141,8 +141,8 @@ static long request(bench_http *h, const char *method, const char *path, const v
         long wait = 0;
         long status = request_once(h, method, path, data, len, ctype, reply, &wait, err, errcap);
         json_t *e = *reply ? json_object_get(*reply, "error") : NULL;
-        bool retryable = (status == 429 || status == 503) && e &&
-                         json_is_true(json_object_get(e, "retryable"));
+        bool retryable =
+            (status == 429 || status == 503) && e && json_is_true(json_object_get(e, "retryable"));
         if (!retryable || attempt >= HTTP_RETRIES)
             return status;
         json_decref(*reply);
@@ -161,8 +161,8 @@ long bench_http_json(bench_http *h, const char *method, const char *path, const 
         *reply = NULL;
         return -1;
     }
-    long status = request(h, method, path, text, text ? strlen(text) : 0, "application/json",
-                          reply, err, errcap);
+    long status = request(h, method, path, text, text ? strlen(text) : 0, "application/json", reply,
+                          err, errcap);
     free(text);
     return status;
 }

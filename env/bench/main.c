@@ -11,39 +11,40 @@
 
 static void usage(FILE *out)
 {
-    fputs("usage: kgym-bench <command> [options]\n"
-          "\n"
-          "commands:\n"
-          "  run        evaluate a folder of solutions; writes RESULTS_DIR/{results.jsonl,\n"
-          "             results.json, report.md, meta.json} and prints the summary\n"
-          "  baselines  measure (or reuse) eager and torch.compile times of the selected tasks\n"
-          "  report     rewrite results.json/report.md of RESULTS_DIR from its results.jsonl\n"
-          "  diff OLD NEW  compare two results folders (or results.json files); exit 1 on a\n"
-          "             regression (a task newly failing or slower beyond the noise)\n"
-          "\n"
-          "run / baselines options:\n"
-          "  --kernelbench PATH   KernelBench checkout folder or {level,problem_id,name,code} JSONL\n"
-          "  --tasks PATH         a kgym task store instead (solutions laid out as <task_id>/)\n"
-          "  --solutions DIR      level<L>/<P>/ workspaces or level<L>/<P>_<name>.py files (run)\n"
-          "  --out DIR            results folder (run; default results/run); a run there resumes\n"
-          "  --levels 1,2,3       levels to evaluate (default all)\n"
-          "  --only ID[,ID...]    only these task ids (repeatable), e.g. kb/L1/19\n"
-          "  --server URL         a running kgym-env (default: start one on a free port)\n"
-          "  --server-bin PATH    kgym-env to start (default: beside kgym-bench)\n"
-          "  --server-arg ARG     pass ARG to the started server (repeatable)\n"
-          "  --python PATH        Python with torch for the started server (--sandbox-python)\n"
-          "  --variant gpu|cpu    evaluate on the GPU (default) or on the CPU\n"
-          "  --jobs N             parallel evaluations (default: one per GPU; 1 on the CPU)\n"
-          "  --task-timeout S     one task's whole evaluation (default 1800)\n"
-          "  --restart            discard an earlier run in --out instead of resuming it\n"
-          "  --quiet              no progress lines\n"
-          "  --file PATH          baselines: the output file (default results/baselines.json)\n"
-          "diff options:\n"
-          "  --min-change F       smallest relative time change reported (default 0.10)\n"
-          "\n"
-          "Exit status: 0 done, 1 usage or setup error (or a diff regression), 2 infra errors\n"
-          "(the table is not clean), 3 interrupted (run again to resume).\n",
-          out);
+    fputs(
+        "usage: kgym-bench <command> [options]\n"
+        "\n"
+        "commands:\n"
+        "  run        evaluate a folder of solutions; writes RESULTS_DIR/{results.jsonl,\n"
+        "             results.json, report.md, meta.json} and prints the summary\n"
+        "  baselines  measure (or reuse) eager and torch.compile times of the selected tasks\n"
+        "  report     rewrite results.json/report.md of RESULTS_DIR from its results.jsonl\n"
+        "  diff OLD NEW  compare two results folders (or results.json files); exit 1 on a\n"
+        "             regression (a task newly failing or slower beyond the noise)\n"
+        "\n"
+        "run / baselines options:\n"
+        "  --kernelbench PATH   KernelBench checkout folder or {level,problem_id,name,code} JSONL\n"
+        "  --tasks PATH         a kgym task store instead (solutions laid out as <task_id>/)\n"
+        "  --solutions DIR      level<L>/<P>/ workspaces or level<L>/<P>_<name>.py files (run)\n"
+        "  --out DIR            results folder (run; default results/run); a run there resumes\n"
+        "  --levels 1,2,3       levels to evaluate (default all)\n"
+        "  --only ID[,ID...]    only these task ids (repeatable), e.g. kb/L1/19\n"
+        "  --server URL         a running kgym-env (default: start one on a free port)\n"
+        "  --server-bin PATH    kgym-env to start (default: beside kgym-bench)\n"
+        "  --server-arg ARG     pass ARG to the started server (repeatable)\n"
+        "  --python PATH        Python with torch for the started server (--sandbox-python)\n"
+        "  --variant gpu|cpu    evaluate on the GPU (default) or on the CPU\n"
+        "  --jobs N             parallel evaluations (default: one per GPU; 1 on the CPU)\n"
+        "  --task-timeout S     one task's whole evaluation (default 1800)\n"
+        "  --restart            discard an earlier run in --out instead of resuming it\n"
+        "  --quiet              no progress lines\n"
+        "  --file PATH          baselines: the output file (default results/baselines.json)\n"
+        "diff options:\n"
+        "  --min-change F       smallest relative time change reported (default 0.10)\n"
+        "\n"
+        "Exit status: 0 done, 1 usage or setup error (or a diff regression), 2 infra errors\n"
+        "(the table is not clean), 3 interrupted (run again to resume).\n",
+        out);
 }
 
 enum {
@@ -132,10 +133,18 @@ static int parse(int argc, char **argv, bench_opts *o, const char **file, double
     while ((c = getopt_long(argc, argv, "h", LONG_OPTS, NULL)) != -1) {
         char *end;
         switch (c) {
-        case OPT_KB: o->kernelbench = optarg; break;
-        case OPT_TASKS: o->tasks = optarg; break;
-        case OPT_SOLUTIONS: o->solutions = optarg; break;
-        case OPT_OUT: o->out_dir = optarg; break;
+        case OPT_KB:
+            o->kernelbench = optarg;
+            break;
+        case OPT_TASKS:
+            o->tasks = optarg;
+            break;
+        case OPT_SOLUTIONS:
+            o->solutions = optarg;
+            break;
+        case OPT_OUT:
+            o->out_dir = optarg;
+            break;
         case OPT_LEVELS:
             if (parse_levels(optarg, &o->levels) != 0)
                 return bad("--levels", optarg);
@@ -144,14 +153,20 @@ static int parse(int argc, char **argv, bench_opts *o, const char **file, double
             if (add_only(o, optarg) != 0)
                 return bad("--only (too many ids)", optarg);
             break;
-        case OPT_SERVER: o->server_url = optarg; break;
-        case OPT_SERVER_BIN: o->server_bin = optarg; break;
+        case OPT_SERVER:
+            o->server_url = optarg;
+            break;
+        case OPT_SERVER_BIN:
+            o->server_bin = optarg;
+            break;
         case OPT_SERVER_ARG:
             if (o->n_server_args >= BENCH_MAX_SERVER_ARGS)
                 return bad("--server-arg (too many)", optarg);
             o->server_args[o->n_server_args++] = optarg;
             break;
-        case OPT_PYTHON: o->python = optarg; break;
+        case OPT_PYTHON:
+            o->python = optarg;
+            break;
         case OPT_VARIANT:
             if (strcmp(optarg, "gpu") != 0 && strcmp(optarg, "cpu") != 0)
                 return bad("--variant", optarg);
@@ -167,16 +182,26 @@ static int parse(int argc, char **argv, bench_opts *o, const char **file, double
             if (*end || !(o->task_timeout_s >= 1))
                 return bad("--task-timeout", optarg);
             break;
-        case OPT_RESTART: o->restart = true; break;
-        case OPT_QUIET: o->quiet = true; break;
-        case OPT_FILE: *file = optarg; break;
+        case OPT_RESTART:
+            o->restart = true;
+            break;
+        case OPT_QUIET:
+            o->quiet = true;
+            break;
+        case OPT_FILE:
+            *file = optarg;
+            break;
         case OPT_MIN_CHANGE:
             *min_change = strtod(optarg, &end);
             if (*end || !(*min_change >= 0 && *min_change < 10))
                 return bad("--min-change", optarg);
             break;
-        case OPT_HELP: case 'h': usage(stdout); exit(0);
-        default: return bad("option", argv[optind - 1]);
+        case OPT_HELP:
+        case 'h':
+            usage(stdout);
+            exit(0);
+        default:
+            return bad("option", argv[optind - 1]);
         }
     }
     return 0;

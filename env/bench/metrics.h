@@ -24,18 +24,18 @@ extern const double BENCH_FAST_P[BENCH_FAST_P_N]; /* KernelBench's fast_p: p = 0
 /* One row of the table: one level, or all levels ("all"). Rates are fractions in [0, 1] of n;
  * a geometric mean over no task is 0 with its count 0. */
 typedef struct bench_row {
-    char label[16];         /* "L1", "L2", "L3", ... or "all" */
-    int level;              /* 0 for "all" */
-    int n;                  /* tasks of the level (the denominator of every rate) */
-    int passed;             /* compiled and correct */
-    int infra;              /* infra_error: not measured */
-    int faster_eager;       /* correct and speed-up vs eager > 1.0 */
-    int faster_eager_5pct;  /* ... > 1.05 (the paper's 5% rule) */
-    int faster_compile;     /* correct, a compile baseline, speed-up vs compile > 1.0 */
+    char label[16];        /* "L1", "L2", "L3", ... or "all" */
+    int level;             /* 0 for "all" */
+    int n;                 /* tasks of the level (the denominator of every rate) */
+    int passed;            /* compiled and correct */
+    int infra;             /* infra_error: not measured */
+    int faster_eager;      /* correct and speed-up vs eager > 1.0 */
+    int faster_eager_5pct; /* ... > 1.05 (the paper's 5% rule) */
+    int faster_compile;    /* correct, a compile baseline, speed-up vs compile > 1.0 */
     int faster_compile_5pct;
     int n_geo_eager, n_geo_compile; /* correct solutions with that speed-up */
     double geomean_eager, geomean_compile;
-    int fast_p[BENCH_FAST_P_N];    /* correct and speed-up vs eager > p (fast_0 = passed) */
+    int fast_p[BENCH_FAST_P_N]; /* correct and speed-up vs eager > p (fast_0 = passed) */
 } bench_row;
 
 /* Fills rows: one per level present (ascending), then "all". Returns the count, or -1 when a

@@ -124,7 +124,8 @@ static json_t *fetch_tasks(bench_http *h, const bench_opts *o)
     json_t *out = json_array();
     size_t i;
     json_t *t;
-    json_array_foreach(all, i, t) {
+    json_array_foreach(all, i, t)
+    {
         const char *id = json_string_value(json_object_get(t, "id"));
         int level = (int)json_integer_value(json_object_get(t, "level"));
         if (id && selected(o, id, level))
@@ -280,7 +281,8 @@ static int clear_stale_kernels(bench_http *h, const char *ep, const solution_fil
     strbuf cmd = {0};
     size_t i;
     json_t *e;
-    json_array_foreach(entries, i, e) {
+    json_array_foreach(entries, i, e)
+    {
         const char *name = json_string_value(json_object_get(e, "name"));
         const char *type = json_string_value(json_object_get(e, "type"));
         char rel[512];
@@ -332,7 +334,8 @@ static int upload_state(bench_http *h, const char *ep, const char *state, json_t
         long st = bench_http_put(h, path, fs[i].data, fs[i].len, &reply, err, sizeof err);
         if (st != 200 && st != 201) {
             char d[1200];
-            text_fmt(d, sizeof d, "%s: %s", fs[i].rel, st < 0 ? err : bench_http_error_message(reply));
+            text_fmt(d, sizeof d, "%s: %s", fs[i].rel,
+                     st < 0 ? err : bench_http_error_message(reply));
             if (st == 403 || st == 413 || st == 400) {
                 json_object_set_new(r, "status", json_string("incorrect"));
                 json_object_set_new(r, "error_code", json_string("BAD_SOLUTION"));
@@ -463,8 +466,8 @@ static void progress(run_state *s, const json_t *r)
         text_fmt(extra, sizeof extra, " %.2fx eager", su);
     fprintf(stderr, "[%zu/%zu] %-16s %-13s%s  (%.0fs) | elapsed %dm%02ds, ETA %dm%02ds\n", done, n,
             json_string_value(json_object_get(r, "task_id")),
-            json_string_value(json_object_get(r, "status")), extra,
-            num_or_nan(r, "eval_s"), (int)el / 60, (int)el % 60, (int)eta / 60, (int)eta % 60);
+            json_string_value(json_object_get(r, "status")), extra, num_or_nan(r, "eval_s"),
+            (int)el / 60, (int)el % 60, (int)eta / 60, (int)eta % 60);
 }
 
 static void *worker(void *arg)
@@ -535,7 +538,8 @@ static int finish(const char *out_dir, json_t *meta, bool print)
     json_t *order = json_object_get(meta, "selection");
     size_t i;
     json_t *t;
-    json_array_foreach(order, i, t) {
+    json_array_foreach(order, i, t)
+    {
         const char *id = json_string_value(json_object_get(t, "task_id"));
         json_t *r = id ? json_object_get(done, id) : NULL;
         if (r)
@@ -556,7 +560,8 @@ static int finish(const char *out_dir, json_t *meta, bool print)
     free(line);
     if (f)
         fclose(f);
-    json_array_foreach(order, i, t) {
+    json_array_foreach(order, i, t)
+    {
         json_t *r = json_object_get(last_infra, json_string_value(json_object_get(t, "task_id")));
         if (r)
             json_array_append(tasks, r);
@@ -569,8 +574,8 @@ static int finish(const char *out_dir, json_t *meta, bool print)
         fprintf(stderr, "kgym-bench: %s\n", err);
         rc = -1;
     } else {
-        json_t *out = json_pack("{s:O, s:o, s:O}", "meta", meta, "table",
-                                bench_table_json(rows, n), "tasks", tasks);
+        json_t *out = json_pack("{s:O, s:o, s:O}", "meta", meta, "table", bench_table_json(rows, n),
+                                "tasks", tasks);
         text_fmt(path, sizeof path, "%s/results.json", out_dir);
         if (write_atomic_json(path, out) != 0) {
             fprintf(stderr, "kgym-bench: cannot write %s\n", path);
@@ -598,10 +603,10 @@ static int finish(const char *out_dir, json_t *meta, bool print)
 static json_t *run_meta(const bench_opts *o, const char *url, json_t *selection)
 {
     char abs_sol[PATH_MAX];
-    json_t *m = json_pack("{s:s, s:s, s:s, s:O}", "solutions",
-                          realpath(o->solutions, abs_sol) ? abs_sol : o->solutions, "variant",
-                          o->variant, "server", o->server_url ? url : "private", "selection",
-                          selection);
+    json_t *m =
+        json_pack("{s:s, s:s, s:s, s:O}", "solutions",
+                  realpath(o->solutions, abs_sol) ? abs_sol : o->solutions, "variant", o->variant,
+                  "server", o->server_url ? url : "private", "selection", selection);
     if (o->kernelbench)
         json_object_set_new(m, "kernelbench", json_string(o->kernelbench));
     if (o->tasks)
@@ -688,8 +693,9 @@ int bench_run(const bench_opts *o)
     pthread_mutex_init(&s.lock, NULL);
     size_t i;
     json_t *t;
-    json_array_foreach(sel, i, t) if (!json_object_get(
-        done, json_string_value(json_object_get(t, "task_id")))) json_array_append(s.todo, t);
+    json_array_foreach(
+        sel, i, t) if (!json_object_get(done, json_string_value(json_object_get(t, "task_id"))))
+        json_array_append(s.todo, t);
     fprintf(stderr, "kgym-bench: %zu tasks selected, %zu already done%s, %zu to evaluate\n",
             json_array_size(sel), json_array_size(sel) - json_array_size(s.todo),
             resumed > 0 ? " (resumed)" : "", json_array_size(s.todo));
@@ -767,7 +773,8 @@ int bench_baselines(const bench_opts *o, const char *out_file)
     json_t *t;
     double t0 = text_mono_ms();
     json_t *body = json_pack("{s:s}", "variant", o->variant);
-    json_array_foreach(sel, i, t) {
+    json_array_foreach(sel, i, t)
+    {
         const char *id = json_string_value(json_object_get(t, "task_id"));
         if (atomic_load(&g_stop))
             break;
@@ -779,16 +786,17 @@ int bench_baselines(const bench_opts *o, const char *out_file)
         json_t *reply = NULL;
         long st = bench_http_json(h, "POST", path, body, &reply, err, sizeof err);
         if (st == 200 && reply) {
-            json_t *rec = json_pack("{s:O, s:O, s:O, s:O, s:O, s:O}", "t_eager_ms",
-                                    json_object_get(reply, "t_eager_ms"), "t_compile_ms",
-                                    json_object_get(reply, "t_compile_ms") ?: json_null(),
-                                    "spread_eager", json_object_get(reply, "spread_eager") ?: json_null(),
-                                    "spread_compile",
-                                    json_object_get(reply, "spread_compile") ?: json_null(),
-                                    "cached", json_object_get(reply, "baseline_cached") ?: json_false(),
-                                    "eval_ms", json_object_get(reply, "eval_ms") ?: json_null());
+            json_t *rec =
+                json_pack("{s:O, s:O, s:O, s:O, s:O, s:O}", "t_eager_ms",
+                          json_object_get(reply, "t_eager_ms"), "t_compile_ms",
+                          json_object_get(reply, "t_compile_ms") ?: json_null(), "spread_eager",
+                          json_object_get(reply, "spread_eager") ?: json_null(), "spread_compile",
+                          json_object_get(reply, "spread_compile") ?: json_null(), "cached",
+                          json_object_get(reply, "baseline_cached") ?: json_false(), "eval_ms",
+                          json_object_get(reply, "eval_ms") ?: json_null());
             if (json_object_get(reply, "compile_unavailable"))
-                json_object_set(rec, "compile_unavailable", json_object_get(reply, "compile_unavailable"));
+                json_object_set(rec, "compile_unavailable",
+                                json_object_get(reply, "compile_unavailable"));
             json_object_set(rec, "level", json_object_get(t, "level"));
             json_object_set_new(have, id, rec);
             json_object_set(file, "device_name", json_object_get(reply, "device_name"));
@@ -806,8 +814,10 @@ int bench_baselines(const bench_opts *o, const char *out_file)
             double el = (text_mono_ms() - t0) / 1000;
             size_t tried = measured + failed;
             double eta = tried ? el / (double)tried * (double)(n - i - 1) : 0;
-            fprintf(stderr, "[%zu/%zu] %-16s eager %.4g ms, compile %.4g ms | elapsed %dm%02ds, "
-                    "ETA %dm%02ds\n", i + 1, n, id, num_or_nan(reply, "t_eager_ms"),
+            fprintf(stderr,
+                    "[%zu/%zu] %-16s eager %.4g ms, compile %.4g ms | elapsed %dm%02ds, "
+                    "ETA %dm%02ds\n",
+                    i + 1, n, id, num_or_nan(reply, "t_eager_ms"),
                     num_or_nan(reply, "t_compile_ms"), (int)el / 60, (int)el % 60, (int)eta / 60,
                     (int)eta % 60);
         }

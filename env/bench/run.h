@@ -14,23 +14,23 @@
 #define BENCH_MAX_ONLY 1024
 
 typedef struct bench_opts {
-    const char *server_url;   /* NULL: start a private server */
-    const char *server_bin;   /* kgym-env to start (default: beside kgym-bench) */
+    const char *server_url; /* NULL: start a private server */
+    const char *server_bin; /* kgym-env to start (default: beside kgym-bench) */
     const char *server_args[BENCH_MAX_SERVER_ARGS]; /* --server-arg, passed through */
     int n_server_args;
-    const char *kernelbench;  /* --kernelbench PATH (checkout folder or JSONL) */
-    const char *tasks;        /* --tasks PATH (a kgym task store) */
-    const char *solutions;    /* --solutions DIR */
-    const char *out_dir;      /* --out RESULTS_DIR */
-    const char *python;       /* --python: the Python with torch the server evaluates with */
-    unsigned levels;          /* bit L set: level L selected; 0 = every level */
+    const char *kernelbench; /* --kernelbench PATH (checkout folder or JSONL) */
+    const char *tasks;       /* --tasks PATH (a kgym task store) */
+    const char *solutions;   /* --solutions DIR */
+    const char *out_dir;     /* --out RESULTS_DIR */
+    const char *python;      /* --python: the Python with torch the server evaluates with */
+    unsigned levels;         /* bit L set: level L selected; 0 = every level */
     const char *only[BENCH_MAX_ONLY]; /* --only ID (repeatable or comma list); none = all */
     int n_only;
-    int jobs;                 /* parallel evaluations (0: one per GPU, 1 on the CPU) */
-    double task_timeout_s;    /* one task's whole evaluation */
-    const char *variant;      /* "gpu" (default) or "cpu" */
-    bool restart;             /* ignore an earlier results.jsonl */
-    bool quiet;               /* no progress line */
+    int jobs;              /* parallel evaluations (0: one per GPU, 1 on the CPU) */
+    double task_timeout_s; /* one task's whole evaluation */
+    const char *variant;   /* "gpu" (default) or "cpu" */
+    bool restart;          /* ignore an earlier results.jsonl */
+    bool quiet;            /* no progress line */
 } bench_opts;
 
 /* kgym-bench run. Returns the process exit status: 0 done (whatever the solutions scored),

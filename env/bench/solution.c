@@ -84,7 +84,8 @@ static int find_prefixed_py(const char *dir, const char *prefix, char *found, si
     size_t n = strlen(prefix);
     while (!hit && (e = readdir(d))) {
         size_t len = strlen(e->d_name);
-        if (strncmp(e->d_name, prefix, n) == 0 && len > 3 && strcmp(e->d_name + len - 3, ".py") == 0) {
+        if (strncmp(e->d_name, prefix, n) == 0 && len > 3 &&
+            strcmp(e->d_name + len - 3, ".py") == 0) {
             text_fmt(found, cap, "%s", e->d_name);
             hit = 1;
         }

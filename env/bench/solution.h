@@ -19,9 +19,9 @@
 #define SOLUTION_MAX_FILE_BYTES (8u << 20)
 
 typedef struct solution {
-    char rel[PATH_MAX];  /* as found, relative to the solutions folder ("" = no solution) */
+    char rel[PATH_MAX];   /* as found, relative to the solutions folder ("" = no solution) */
     int kernelbench_file; /* 1: one .py file (uploaded as model_new.py) */
-    int n_states;        /* workspaces to evaluate in order (snapshots, then the final one) */
+    int n_states;         /* workspaces to evaluate in order (snapshots, then the final one) */
     char state[SOLUTION_MAX_SNAPSHOTS + 1][PATH_MAX]; /* absolute folders (or the .py file) */
 } solution;
 

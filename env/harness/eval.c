@@ -95,7 +95,8 @@ int eval_server_init(eval_server *es, const eval_config *cfg, struct sandbox *sb
     text_fmt(es->probe_python, sizeof es->probe_python, "%s", cfg->python);
     text_fmt(es->probe_cuda_home, sizeof es->probe_cuda_home, "%s", cfg->cuda_home);
     text_fmt(es->probe_arch, sizeof es->probe_arch, "%s", cfg->cuda_arch);
-    text_fmt(es->unavailable, sizeof es->unavailable, "%s", "the toolchain has not been probed yet");
+    text_fmt(es->unavailable, sizeof es->unavailable, "%s",
+             "the toolchain has not been probed yet");
     es->configured = true;
     return 0;
 }
@@ -112,7 +113,8 @@ bool eval_prepare(eval_server *es)
             probe_cuda_arch(es->probe_python, arch, sizeof arch);
         if (build_toolchain_probe(&es->tc, es->probe_python, es->probe_cuda_home, arch, perr,
                                   sizeof perr) != 0)
-            text_fmt(es->unavailable, sizeof es->unavailable, "the toolchain probe failed: %s", perr);
+            text_fmt(es->unavailable, sizeof es->unavailable, "the toolchain probe failed: %s",
+                     perr);
         else
             es->ready = true;
         es->probed = true;
@@ -132,14 +134,14 @@ void eval_server_deinit(eval_server *es)
 json_t *eval_server_json(eval_server *es)
 {
     pthread_mutex_lock(&es->probe_lock);
-    json_t *j = json_pack("{s:b, s:b, s:i}", "ready", es->ready, "probed", es->probed, "gpus",
-                          es->gpus.n);
+    json_t *j =
+        json_pack("{s:b, s:b, s:i}", "ready", es->ready, "probed", es->probed, "gpus", es->gpus.n);
     if (!es->ready)
         json_object_set_new(j, "unavailable", json_string(es->unavailable));
     else
         json_object_set_new(j, "toolchain", build_toolchain_json(&es->tc));
-    json_object_set_new(j, "devices",
-                        es->gpus.n > 0 ? json_pack("[s,s]", "cuda", "cpu") : json_pack("[s]", "cpu"));
+    json_object_set_new(
+        j, "devices", es->gpus.n > 0 ? json_pack("[s,s]", "cuda", "cpu") : json_pack("[s]", "cpu"));
     pthread_mutex_unlock(&es->probe_lock);
     return j;
 }
@@ -293,8 +295,8 @@ static json_t *candidate_argv(eval_server *es, const tool_env *env, const char *
     text_fmt(module, sizeof module, "%s/model_new.py", root);
     text_fmt(ext, sizeof ext, "%s/ext", root);
     text_fmt(runner, sizeof runner, "%s/runner.py", root);
-    const char *inner[] = {py, "-I", runner, "--fd", "@FD@", "--kind", "candidate", "--module",
-                           module, "--ext-dir", ext, NULL};
+    const char *inner[] = {py,          "-I",       runner, "--fd",      "@FD@", "--kind",
+                           "candidate", "--module", module, "--ext-dir", ext,    NULL};
     json_t *argv = json_array();
     if (!boxed) {
         for (int i = 0; inner[i]; i++)
@@ -315,9 +317,14 @@ static json_t *candidate_argv(eval_server *es, const tool_env *env, const char *
     const char *envs[] = {"OMP_WAIT_POLICY=PASSIVE", vis, NULL};
     if (!visible)
         envs[1] = NULL;
-    sandbox_cmd cmd = {.profile = "candidate", .workspace = cand, .uid = env->owner->uid,
-                       .gid = env->owner->gid, .argv = inner, .tag = env->episode_id,
-                       .gpu_devices = gpu_node ? gpus : NULL, .env = envs};
+    sandbox_cmd cmd = {.profile = "candidate",
+                       .workspace = cand,
+                       .uid = env->owner->uid,
+                       .gid = env->owner->gid,
+                       .argv = inner,
+                       .tag = env->episode_id,
+                       .gpu_devices = gpu_node ? gpus : NULL,
+                       .env = envs};
     *job = sandbox_job_new(env->sandbox, &cmd, why, cap);
     if (!*job) {
         json_decref(argv);
@@ -356,7 +363,7 @@ static json_t *run_judge(eval_server *es, const char *dir, json_t *job, const ch
     text_fmt(inductor, sizeof inductor, "TORCHINDUCTOR_CACHE_DIR=%s/inductor", es->cache_dir);
     text_fmt(home, sizeof home, "HOME=%s", es->cache_dir);
     const char *envp[] = {"PATH=/usr/local/bin:/usr/bin:/bin", vis, inductor, home, "LANG=C.UTF-8",
-                          "OMP_WAIT_POLICY=PASSIVE", NULL};
+                          "OMP_WAIT_POLICY=PASSIVE",           NULL};
     const char *argv[] = {es->tc.python, "-I", judge, job_path, NULL};
     spawn_opts o = SPAWN_OPTS_INIT;
     o.argv = argv;
@@ -373,7 +380,7 @@ static json_t *run_judge(eval_server *es, const char *dir, json_t *job, const ch
         json_decref(verdict);
         char detail[900];
         text_fmt(detail, sizeof detail, "%s; stderr: %.600s",
-                 rc != 0 ? "the judge could not start"
+                 rc != 0       ? "the judge could not start"
                  : r.timed_out ? "the evaluation timed out"
                                : "the judge left no verdict",
                  r.err.data ? r.err.data : "");
@@ -387,7 +394,8 @@ static json_t *run_judge(eval_server *es, const char *dir, json_t *job, const ch
 
 /* The judge's job. cand and cand_argv are NULL for a baselines-only job. */
 static json_t *judge_job(eval_server *es, const struct task *tk, bool cpu, uint64_t seed,
-                         const char *mode, const char *cand, const char *ref_path, json_t *cand_argv)
+                         const char *mode, const char *cand, const char *ref_path,
+                         json_t *cand_argv)
 {
     char runner[PATH_MAX + 16];
     text_fmt(runner, sizeof runner, "%s/runner.py", es->harness_dir);
@@ -495,12 +503,12 @@ json_t *eval_run(eval_server *es, const tool_env *env, const char *mode)
     build_result br;
     int brc = build_for_episode(env, &br);
     if (brc != 0 || !br.ok) {
-        json_t *out = brc != 0 ? infra("the build failed: %s", br.log ? br.log : "")
-                               : json_pack("{s:s, s:b, s:b, s:s, s:s, s:[s]}", "eval_status", "ok",
-                                           "compiled", 0, "correct", 0, "error_code",
-                                           br.error_code ? br.error_code : "COMPILE_ERROR",
-                                           "compile_log", br.log ? br.log : "", "checks_failed",
-                                           "compile");
+        json_t *out =
+            brc != 0 ? infra("the build failed: %s", br.log ? br.log : "")
+                     : json_pack("{s:s, s:b, s:b, s:s, s:s, s:[s]}", "eval_status", "ok",
+                                 "compiled", 0, "correct", 0, "error_code",
+                                 br.error_code ? br.error_code : "COMPILE_ERROR", "compile_log",
+                                 br.log ? br.log : "", "checks_failed", "compile");
         build_result_deinit(&br);
         return out;
     }
@@ -522,8 +530,8 @@ json_t *eval_run(eval_server *es, const tool_env *env, const char *mode)
     if (snap != 0) {
         json_decref(build_info);
         return snap > 0 ? json_pack("{s:s, s:b, s:b, s:s, s:s, s:[s]}", "eval_status", "ok",
-                                    "compiled", 1, "correct", 0, "error_code", "INCORRECT",
-                                    "error", why, "checks_failed", "model_new.py missing")
+                                    "compiled", 1, "correct", 0, "error_code", "INCORRECT", "error",
+                                    why, "checks_failed", "model_new.py missing")
                         : infra("%s", why);
     }
     const char *code = reference_code(env->task, env->cpu_variant);
@@ -549,8 +557,8 @@ json_t *eval_run(eval_server *es, const tool_env *env, const char *mode)
     if (!argv) {
         verdict = infra("cannot set up the candidate sandbox: %s", why);
     } else {
-        json_t *jb = judge_job(es, env->task, env->cpu_variant, env->eval_seed, mode, cand,
-                               ref_path, argv);
+        json_t *jb =
+            judge_job(es, env->task, env->cpu_variant, env->eval_seed, mode, cand, ref_path, argv);
         verdict = run_judge(es, jdir, jb, slot >= 0 ? visible : NULL);
         json_decref(jb);
     }
