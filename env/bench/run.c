@@ -128,7 +128,10 @@ static json_t *fetch_tasks(bench_http *h, const bench_opts *o)
     {
         const char *id = json_string_value(json_object_get(t, "id"));
         int level = (int)json_integer_value(json_object_get(t, "level"));
-        if (id && selected(o, id, level))
+        const char *suite = json_string_value(json_object_get(t, "suite"));
+        /* --tasks on a server that also serves KernelBench: the task store's tasks only */
+        bool other_suite = o->tasks && !o->kernelbench && suite && strcmp(suite, "kernelbench") == 0;
+        if (id && !other_suite && selected(o, id, level))
             json_array_append_new(out, json_pack("{s:s, s:s, s:i}", "task_id", id, "name",
                                                  json_string_value(json_object_get(t, "name"))
                                                      ? json_string_value(json_object_get(t, "name"))
@@ -396,7 +399,11 @@ static void evaluate_solution(bench_http *h, const bench_opts *o, const char *ta
     json_decref(reply);
     json_object_set_new(r, "episode_id", json_string(ep));
     json_t *c = NULL;
+    double t0 = text_mono_ms();
     for (int i = 0; i < sol->n_states; i++) {
+        /* --task-timeout bounds the whole task: each call gets what is left of it */
+        double left = o->task_timeout_s - (text_mono_ms() - t0) / 1000;
+        bench_http_set_timeout(h, left > 1 ? left : 1);
         if (upload_state(h, ep, sol->state[i], r) != 0)
             break;
         json_decref(c);
