@@ -372,28 +372,37 @@ class Judge:
 
     # -- checks --
     def compare(self, got, want, label):
-        """Elementwise allclose plus a normalised error; returns (ok, stats)."""
+        """Elementwise allclose plus a normalised error; returns (ok, stats). In chunks: a
+        KernelBench output can hold 1.6e9 elements, and whole float64 copies of it (and of the
+        reference) would take tens of GB of the very GPU the candidate needs."""
         torch = self.torch
         worst_abs, worst_rel, ok, why = 0.0, 0.0, True, ""
         for i, (g, w) in enumerate(zip(got, want)):
-            g = g.to(w.device).double()
-            w = w.double()
-            finite = torch.isfinite(w)
-            if not torch.equal(torch.isnan(g), torch.isnan(w)) or not torch.equal(torch.isinf(g), torch.isinf(w)) \
-                    or not torch.equal(g[torch.isinf(w)], w[torch.isinf(w)]):
+            special_ok, close, max_d, sq_d, sq_w = True, True, 0.0, 0.0, 0.0
+            for gc, wc in chunk_pairs(g, w):
+                finite = torch.isfinite(wc)
+                inf = torch.isinf(wc)
+                if not torch.equal(torch.isnan(gc), torch.isnan(wc)) or not torch.equal(torch.isinf(gc), inf) \
+                        or not torch.equal(gc[inf], wc[inf]):
+                    special_ok = False
+                    break
+                d = (gc - wc).abs()[finite]
+                wf = wc[finite]
+                if d.numel():
+                    max_d = max(max_d, float(d.max()))
+                    worst_rel = max(worst_rel, float((d / wf.abs().clamp_min(1e-12)).max()))
+                close = close and bool(torch.allclose(gc[finite], wf, atol=self.atol, rtol=self.rtol))
+                sq_d += float((d * d).sum())
+                sq_w += float((wf * wf).sum())
+            if not special_ok:
                 ok, why = False, f"output {i}: NaN/Inf where the reference has none (or the reverse)"
                 continue
-            d = (g - w).abs()[finite]
-            wf = w[finite]
-            if d.numel():
-                worst_abs = max(worst_abs, float(d.max()))
-                worst_rel = max(worst_rel, float((d / wf.abs().clamp_min(1e-12)).max()))
-            if not torch.allclose(g[finite], wf, atol=self.atol, rtol=self.rtol):
-                ok, why = False, f"output {i}: not within atol={self.atol} rtol={self.rtol} (max abs err {float(d.max()) if d.numel() else 0:.3g})"
+            worst_abs = max(worst_abs, max_d)
+            if not close:
+                ok, why = False, f"output {i}: not within atol={self.atol} rtol={self.rtol} (max abs err {max_d:.3g})"
                 continue
-            norm_w = float(wf.norm())
-            if norm_w > 0:
-                rel_l2 = float(d.norm()) / norm_w
+            if sq_w > 0:
+                rel_l2 = math.sqrt(sq_d) / math.sqrt(sq_w)
                 if rel_l2 > self.rtol:
                     ok, why = False, f"output {i}: relative L2 error {rel_l2:.3g} above {self.rtol}"
         return ok, {"label": label, "ok": ok, "max_abs_err": worst_abs, "max_rel_err": worst_rel,
@@ -413,7 +422,9 @@ class Judge:
     def correctness(self, ch, w0, x0, y0):
         """K checks with fresh weights and inputs each, then the probe; records tracking data."""
         k = int(self.job.get("checks", 5))
-        refs, errs = [], []
+        # tracking data, kept as norms: whole float64 copies of K outputs would not fit a GPU
+        # for the largest KernelBench tasks
+        prev, diffs, norms, errs = None, [], [], []
         for i in range(k):
             w = w0 if i == 0 else self.fresh_weights()
             x = x0 if i == 0 else self.fresh_inputs()
@@ -426,9 +437,14 @@ class Judge:
             self.components["checks"].append(stats)
             if not ok:
                 raise CandidateFailed("INCORRECT", f"check {i + 1} of {k} failed: {stats['why']}")
-            refs.append(flat_cat(self.torch, want))
-            errs.append(float((flat_cat(self.torch, got).to(refs[-1].device) - refs[-1]).norm()))
-        self.tracking(refs, errs)
+            norms.append(diff_norm(self.torch, want, None))
+            errs.append(diff_norm(self.torch, got, want))
+            if prev is not None:
+                diffs.append(diff_norm(self.torch, want, prev))
+            prev = want
+            del got
+        del prev
+        self.tracking(diffs, norms, errs)
         if self.job.get("probe", True):
             self.probe(ch)
 
@@ -443,13 +459,15 @@ class Judge:
             raise CandidateFailed("FORBIDDEN_CODE", "PyTorch compute ran in ModelNew.forward: aten::" +
                                   ", aten::".join(bad[:20]) + " (only cuda_extension kernels may compute)")
 
-    def tracking(self, refs, errs):
-        """An output must follow the reference across inputs, not merely sit inside the tolerance."""
+    def tracking(self, diffs, norms, errs):
+        """An output must follow the reference across inputs, not merely sit inside the tolerance.
+        diffs: the reference's change between consecutive checks; norms: its size; errs: the
+        candidate's error on each check (all L2 norms over every output)."""
         torch = self.torch
-        if len(refs) < 2:
+        if not diffs:
             return
-        var = statistics.mean(float((refs[i] - refs[i - 1]).norm()) for i in range(1, len(refs)))
-        scale = statistics.mean(float(r.norm()) for r in refs)
+        var = statistics.mean(diffs)
+        scale = statistics.mean(norms)
         self.components["reference_variation"] = var
         if var <= 1e-7 * max(scale, 1e-30):
             self.components["reference_degenerate"] = True  # the task itself ignores its inputs
@@ -710,8 +728,25 @@ def flatten(torch, out):
     raise Infra(f"the reference returned a {type(out).__name__}")
 
 
-def flat_cat(torch, tensors):
-    return torch.cat([t.detach().reshape(-1).double() for t in tensors]) if tensors else torch.zeros(0)
+CHUNK_ELEMS = 1 << 25  # elements compared at once: float64 temporaries of 256 MiB
+
+
+def chunk_pairs(g, w):
+    """(got, want) as float64 chunks on want's device, flattened."""
+    g, w = g.reshape(-1), w.reshape(-1)
+    for s in range(0, w.numel(), CHUNK_ELEMS):
+        yield g[s:s + CHUNK_ELEMS].to(w.device).double(), w[s:s + CHUNK_ELEMS].double()
+
+
+def diff_norm(torch, a, b=None):
+    """L2 norm of the lists of tensors a - b (b None: of a), over all elements, in float64 chunks."""
+    sq = 0.0
+    for i, t in enumerate(a):
+        ref = b[i] if b is not None else t
+        for tc, rc in chunk_pairs(t, ref):
+            d = tc - rc if b is not None else tc
+            sq += float((d * d).sum())
+    return math.sqrt(sq)
 
 
 def cpu_model():
