@@ -573,6 +573,15 @@ static int finish(const char *out_dir, json_t *meta, bool print)
         if (r)
             json_array_append(tasks, r);
     }
+    /* what report.md's header shows: the run, not the whole selection list */
+    json_t *shown = json_deep_copy(meta);
+    json_object_del(shown, "selection");
+    json_object_set_new(shown, "tasks selected", json_integer((json_int_t)json_array_size(order)));
+    json_object_set_new(shown, "tasks evaluated", json_integer((json_int_t)json_array_size(tasks)));
+    bool partial = json_array_size(tasks) < json_array_size(order);
+    if (partial)
+        json_object_set_new(shown, "PARTIAL", json_string("not every selected task was evaluated: "
+                                                          "run the same command again to resume"));
     bench_row rows[MAX_LEVEL_ROWS];
     char err[256];
     int n = bench_table(tasks, rows, MAX_LEVEL_ROWS, err, sizeof err);
@@ -591,7 +600,7 @@ static int finish(const char *out_dir, json_t *meta, bool print)
         json_decref(out);
         text_fmt(path, sizeof path, "%s/report.md", out_dir);
         FILE *md = fopen(path, "we");
-        if (!md || bench_write_report_md(md, rows, n, tasks, meta) != 0) {
+        if (!md || bench_write_report_md(md, rows, n, tasks, shown) != 0) {
             fprintf(stderr, "kgym-bench: cannot write %s\n", path);
             rc = -1;
         }
@@ -599,7 +608,11 @@ static int finish(const char *out_dir, json_t *meta, bool print)
             fclose(md);
         if (print)
             bench_print_summary(stdout, rows, n, tasks);
+        if (print && partial)
+            printf("PARTIAL: %zu of %zu selected tasks evaluated; the table covers those only\n",
+                   json_array_size(tasks), json_array_size(order));
     }
+    json_decref(shown);
     json_decref(tasks);
     json_decref(done);
     json_decref(last_infra);
@@ -651,7 +664,6 @@ static int add_server_info(bench_http *h, json_t *meta)
     long st = bench_http_json(h, "GET", "/v1/health", NULL, &reply, err, sizeof err);
     if (st == 200 && reply) {
         json_object_set(meta, "gpus", json_object_get(reply, "gpus"));
-        json_object_set(meta, "evaluation", json_object_get(reply, "evaluation"));
     }
     json_decref(reply);
     return 0;
