@@ -1,0 +1,69 @@
+// gemm_mul_lrelu_binding.cpp: checks, output allocation and launch of gemm_mul_lrelu.cu (TF32
+// tensor-core GEMM, bias + scale + LeakyReLU epilogue) on the current stream.
+#include <torch/csrc/utils/pybind.h>
+#include <torch/types.h>
+
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime.h>
+
+#include <vector>
+
+#include "../binding_registry.h"
+
+extern "C" cudaError_t gemm_mul_lrelu_launcher(float *out, const float *x, const float *w,
+                                               const float *bias, int M, int N, int K,
+                                               float multiplier, float slope, int config,
+                                               cudaStream_t stream);
+
+static torch::Tensor gemm_mul_lrelu_forward(const torch::Tensor &x, const torch::Tensor &weight,
+                                            const torch::Tensor &bias, double multiplier,
+                                            double negative_slope, int64_t config)
+{
+    TORCH_CHECK(x.is_cuda() && weight.is_cuda() && bias.is_cuda(),
+                "gemm_mul_lrelu: CUDA tensors only");
+    TORCH_CHECK(weight.device() == x.device() && bias.device() == x.device(),
+                "gemm_mul_lrelu: tensors on different GPUs");
+    TORCH_CHECK(x.scalar_type() == torch::kFloat32 && weight.scalar_type() == torch::kFloat32 &&
+                    bias.scalar_type() == torch::kFloat32,
+                "gemm_mul_lrelu: float32 only");
+    TORCH_CHECK(x.is_contiguous() && weight.is_contiguous() && bias.is_contiguous(),
+                "gemm_mul_lrelu: contiguous tensors only");
+    TORCH_CHECK(x.dim() >= 1 && weight.dim() == 2 && bias.dim() == 1,
+                "gemm_mul_lrelu: x [..., K], weight [N, K], bias [N]");
+    const int64_t K = x.size(x.dim() - 1), N = weight.size(0);
+    TORCH_CHECK(weight.size(1) == K && bias.size(0) == N, "gemm_mul_lrelu: shape mismatch");
+    int64_t M = 1;
+    for (int64_t d = 0; d + 1 < x.dim(); ++d)
+        M *= x.size(d);
+    TORCH_CHECK(M <= INT32_MAX && N <= INT32_MAX && K <= INT32_MAX,
+                "gemm_mul_lrelu: dimensions too large");
+
+    std::vector<int64_t> out_shape(x.sizes().begin(), x.sizes().end());
+    out_shape.back() = N;
+    const c10::cuda::CUDAGuard guard(x.device());
+    torch::Tensor out = torch::empty(out_shape, x.options());
+    if (out.numel() == 0)
+        return out;
+    cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+    cudaError_t err = gemm_mul_lrelu_launcher(
+        out.data_ptr<float>(), x.data_ptr<float>(), weight.data_ptr<float>(),
+        bias.data_ptr<float>(), static_cast<int>(M), static_cast<int>(N), static_cast<int>(K),
+        static_cast<float>(multiplier), static_cast<float>(negative_slope),
+        static_cast<int>(config), stream);
+    TORCH_CHECK(err == cudaSuccess,
+                "gemm_mul_lrelu: kernel launch failed: ", cudaGetErrorString(err));
+    return out;
+}
+
+static void register_gemm_mul_lrelu(pybind11::module_ &m)
+{
+    m.def("gemm_mul_lrelu_forward", &gemm_mul_lrelu_forward,
+          "y = leaky_relu((x @ weight^T + bias) * multiplier, negative_slope) (float32 in/out, "
+          "TF32 tensor cores, CUDA)",
+          pybind11::arg("x"), pybind11::arg("weight"), pybind11::arg("bias"),
+          pybind11::arg("multiplier"), pybind11::arg("negative_slope"),
+          pybind11::arg("config") = 0);
+}
+
+REGISTER_BINDING(gemm_mul_lrelu, register_gemm_mul_lrelu);
