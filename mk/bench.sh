@@ -61,6 +61,9 @@ if [ "$(id -u)" -eq 0 ]; then
     venv=$(mk/venv.sh) || exit 2
     "$venv/bin/python" tests/bench/bench_eval.py --device "$device" --python "$venv/bin/python" \
         --server "$KGYM_ENV" --json "$BUILD/bench/bench_eval.json" || rc=1
+    echo
+    "$venv/bin/python" tests/bench/bench_kgym_bench.py --device "$device" --python "$venv/bin/python" \
+        --json "$BUILD/bench/bench_kgym_bench.json" || rc=1
 else
     echo "sandbox overhead and evaluation: not measured (need root)"
 fi

@@ -189,6 +189,21 @@ def test_task_unknown(client):
         assert r.error()["code"] == "TASK_NOT_FOUND"
 
 
+def test_task_baselines_bad_requests(client):
+    """POST /v1/tasks/{id}/baselines: protocol faults are clear errors and measure nothing (the
+    measurement itself is tested through kgym-bench, tests/kgym_bench)."""
+    r = client.post("/v1/tasks/fixture/nope/baselines", {})
+    assert r.status == 404 and r.error()["code"] == "TASK_NOT_FOUND"
+    for body in ({"variant": "tpu"}, {"variant": 3}):
+        r = client.post("/v1/tasks/fixture/alpha/baselines", body)
+        assert r.status == 400 and r.error()["code"] == "BAD_REQUEST", body
+    r = client.request("POST", "/v1/tasks/fixture/alpha/baselines", b"{not json")
+    assert r.status == 400
+    r = client.get("/v1/tasks/fixture/alpha/baselines")
+    assert r.status == 405 and r.error()["code"] == "METHOD_NOT_ALLOWED"
+    assert client.get("/v1/health").status == 200  # still serving
+
+
 # ---- create, list, state ---------------------------------------------------------------------
 
 def test_create_episode(client):
