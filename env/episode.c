@@ -204,6 +204,8 @@ static int make_dirs(const char *path)
     return mkdir(buf, 0755) != 0 && errno != EEXIST ? -1 : 0;
 }
 
+static uint64_t random_u64(void);
+
 ep_table *ep_table_new(const server_config *cfg, const task_store *tasks, const ws_template *tpl,
                        char *err, size_t errcap)
 {
@@ -221,6 +223,9 @@ ep_table *ep_table_new(const server_config *cfg, const task_store *tasks, const 
     t->cfg = cfg;
     t->tasks = tasks;
     t->tpl = tpl;
+    /* Each server starts at a random point of the uid range: two servers on one host (a user's
+     * and kgym-bench's private one) would otherwise give their first episodes the same uids. */
+    atomic_init(&t->uid_seq, (unsigned long)(random_u64() % 60000));
     pthread_mutex_init(&t->lock, NULL);
     snprintf(t->episodes_dir, sizeof t->episodes_dir, "%s/episodes", cfg->state_dir);
     char abs[PATH_MAX];

@@ -55,9 +55,9 @@ BINARY = api.BINARY
 PROFILES = api.PROFILES
 TEMPLATE = api.TEMPLATE
 
-SRV_UID_BASE = 210000
-SMALL_UID_BASE = 310000
-UID_SPAN = 1000  # uids a server of this suite may hand out: base .. base+UID_SPAN
+SRV_UID_BASE = 300000
+SMALL_UID_BASE = 400000
+UID_SPAN = 60000  # uids a server hands out: base .. base+59,999 (from a random start)
 
 # The lowered limits of the `small` server (its bash.sbx, below).
 SMALL_MEMORY = 256 << 20
