@@ -468,7 +468,11 @@ static int setup_workspace(ep_table *t, episode *ep, const task *tk, const ep_pa
     if (opts && json_object_get(opts, "variant"))
         variant = json_string_value(json_object_get(opts, "variant"));
     const char *code = tk->code;
-    if (strcmp(variant, "cpu") == 0) {
+    /* KernelBench defines no CPU sizes: its tasks run on the CPU as written (few are small
+     * enough; tests/kgym_bench/find_cpu_tasks.py lists them). Other tasks without a CPU-sized
+     * variant are refused, so a GPU-sized task never lands on a CPU by accident. */
+    bool as_written = tk->suite && strcmp(tk->suite, "kernelbench") == 0;
+    if (strcmp(variant, "cpu") == 0 && !(as_written && !tk->code_cpu)) {
         if (!tk->code_cpu) {
             api_error_set(e, 422, "VALIDATION_ERROR", false, "task %s has no CPU-sized variant",
                           tk->id);
