@@ -404,8 +404,11 @@ static void evaluate_solution(bench_http *h, const bench_opts *o, const char *ta
         /* --task-timeout bounds the whole task: each call gets what is left of it */
         double left = o->task_timeout_s - (text_mono_ms() - t0) / 1000;
         bench_http_set_timeout(h, left > 1 ? left : 1);
-        if (upload_state(h, ep, sol->state[i], r) != 0)
+        if (upload_state(h, ep, sol->state[i], r) != 0) {
+            json_decref(c); /* r says why; an earlier snapshot's verdict is not the result */
+            c = NULL;
             break;
+        }
         json_decref(c);
         c = call_tool(h, ep, i + 1 < sol->n_states ? "Profile" : "Submit", r);
         if (!c)
