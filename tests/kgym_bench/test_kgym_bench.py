@@ -239,3 +239,21 @@ def test_bad_input_gets_a_clear_error(argv, msg):
 def test_help():
     p = subprocess.run([str(BENCH), "--help"], capture_output=True, text=True)
     assert p.returncode == 0 and "kgym-bench run" in p.stdout or "usage: kgym-bench" in p.stdout
+
+
+def test_task_timeout_is_the_tasks_result_not_the_runs_end(kb, tmp_path):
+    """--task-timeout: a task that outlives it is recorded as "timeout" (a failure of that task)
+    and the run still ends normally with its table."""
+    slow = next(f for f in FIXTURES if f["expect"] == "slow")
+    args = [str(BENCH), "run", "--kernelbench", str(KB), "--variant", "cpu", "--solutions",
+            str(SOLUTIONS), "--out", str(tmp_path / "t"), "--python", sys.executable, "--quiet",
+            "--only", slow["task"], "--task-timeout", "2"]
+    t0 = time.monotonic()
+    p = subprocess.run(args, capture_output=True, text=True, timeout=600, env=env())
+    assert p.returncode == 0, p.stderr
+    res = json.loads((tmp_path / "t" / "results.json").read_text())
+    (r,) = res["tasks"]
+    assert r["status"] == "timeout", r
+    assert r["eval_s"] < 30, r  # the client gave up at its deadline, not at the evaluation's end
+    assert res["table"][-1]["passed"] == 0
+    print(f"timeout case: {time.monotonic() - t0:.0f} s")
