@@ -42,8 +42,6 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 FIXTURES = HERE / "fixtures.json"
 DEFAULT_JSONL = REPO.parent / "shared" / "kernelbench" / "kernelbench-l1-l3.jsonl"
-if not DEFAULT_JSONL.exists():
-    DEFAULT_JSONL = Path("/work/shared/kernelbench/kernelbench-l1-l3.jsonl")
 
 _spec = importlib.util.spec_from_file_location("kgym_http", REPO / "tests" / "api" / "kgym_http.py")
 kgym_http = importlib.util.module_from_spec(_spec)

@@ -16,7 +16,7 @@ each other, not with another machine's.
 
 usage: PY find_cpu_tasks.py [--jsonl PATH] [--levels 1,2,3] [--max-mb 200] [--max-ms 600]
                             [--timeout 5] [--all] [--json OUT]
-(PY: the venv's python, e.g. /root/.cache/kgym/venv-*/bin/python; torch CPU is enough.)
+(PY: the project venv's python (mk/venv.sh prints its path); torch CPU is enough.)
 """
 import argparse
 import json
@@ -28,8 +28,6 @@ import time
 
 DEFAULT_JSONL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
                              "shared", "kernelbench", "kernelbench-l1-l3.jsonl")
-if not os.path.exists(DEFAULT_JSONL):
-    DEFAULT_JSONL = "/work/shared/kernelbench/kernelbench-l1-l3.jsonl"
 
 
 def load_tasks(path, levels):
