@@ -115,4 +115,6 @@ format:
 clean:
 	rm -rf $(BUILD)
 
--include $(ENV_OBJS:.o=.d) $(SAN_OBJS:.o=.d) $(BUILD)/obj/env/main.d $(wildcard $(BUILD)/obj/env/launcher/*.d)
+# header dependencies of every object (-MMD): a changed header rebuilds what includes it
+-include $(wildcard $(BUILD)/obj/*.d $(BUILD)/obj/*/*.d $(BUILD)/obj/*/*/*.d $(BUILD)/obj/*/*/*/*.d \
+                    $(BUILD)/san/*/*.d $(BUILD)/san/*/*/*.d $(BUILD)/san/*/*/*/*.d)

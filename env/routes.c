@@ -152,9 +152,11 @@ void route_task(server *srv, const api_request *req, const char *id, api_respons
     api_json(resp, 200, task_detail_json(t));
 }
 
-/* POST /v1/tasks/{id}/baselines {variant?: "gpu"|"cpu"}: the task's eager and torch.compile
- * times, measured once per (reference, device, torch version) and cached (kgym-bench baselines).
- * A failed measurement is 503 with the judge's reason: nothing the caller sent was wrong. */
+/* POST /v1/tasks/{id}/baselines {variant?: "gpu"|"cpu", phase?: "measure"|"warmup"}: the task's
+ * eager and torch.compile times, measured once per (reference, device, torch version) and cached
+ * (kgym-bench baselines); phase "warmup" only compiles, untimed, under a shared GPU lease, so a
+ * later measurement holds the GPU for the timing alone. A failed measurement is 503 with the
+ * judge's reason: nothing the caller sent was wrong. */
 void route_task_baselines(server *srv, const api_request *req, const char *id, api_response *resp)
 {
     const task *t = task_store_find(srv->tasks, id);
@@ -173,9 +175,18 @@ void route_task_baselines(server *srv, const api_request *req, const char *id, a
         api_fail(resp, 400, "BAD_REQUEST", false, NULL, "variant must be \"gpu\" or \"cpu\"");
         return;
     }
+    json_t *ph = json_object_get(body, "phase");
+    const char *phase = json_is_string(ph) ? json_string_value(ph) : NULL;
+    if ((ph && !phase) ||
+        (phase && strcmp(phase, "measure") != 0 && strcmp(phase, "warmup") != 0)) {
+        json_decref(body);
+        api_fail(resp, 400, "BAD_REQUEST", false, NULL, "phase must be \"measure\" or \"warmup\"");
+        return;
+    }
     bool cpu = variant && strcmp(variant, "cpu") == 0;
+    bool warmup = phase && strcmp(phase, "warmup") == 0;
     json_decref(body);
-    json_t *out = eval_baselines(&srv->eval, t, cpu);
+    json_t *out = eval_baselines(&srv->eval, t, cpu, warmup);
     const char *status = json_string_value(json_object_get(out, "eval_status"));
     if (!status || strcmp(status, "ok") != 0) {
         const char *why = json_string_value(json_object_get(out, "error"));

@@ -39,6 +39,8 @@ static void usage(FILE *out)
         "  --restart            discard an earlier run in --out instead of resuming it\n"
         "  --quiet              no progress lines\n"
         "  --file PATH          baselines: the output file (default results/baselines.json)\n"
+        "  --warmup-jobs N      baselines: torch.compile warm-ups run first, untimed, N at a\n"
+        "                       time under shared GPU leases (default 4 per --jobs; 0: none)\n"
         "diff options:\n"
         "  --min-change F       smallest relative time change reported (default 0.10)\n"
         "\n"
@@ -60,6 +62,7 @@ enum {
     OPT_PYTHON,
     OPT_VARIANT,
     OPT_JOBS,
+    OPT_WARMUP_JOBS,
     OPT_TIMEOUT,
     OPT_RESTART,
     OPT_QUIET,
@@ -81,6 +84,7 @@ static const struct option LONG_OPTS[] = {
     {"python", required_argument, NULL, OPT_PYTHON},
     {"variant", required_argument, NULL, OPT_VARIANT},
     {"jobs", required_argument, NULL, OPT_JOBS},
+    {"warmup-jobs", required_argument, NULL, OPT_WARMUP_JOBS},
     {"task-timeout", required_argument, NULL, OPT_TIMEOUT},
     {"restart", no_argument, NULL, OPT_RESTART},
     {"quiet", no_argument, NULL, OPT_QUIET},
@@ -177,6 +181,11 @@ static int parse(int argc, char **argv, bench_opts *o, const char **file, double
             if (*end || o->jobs < 1 || o->jobs > 64)
                 return bad("--jobs (1..64)", optarg);
             break;
+        case OPT_WARMUP_JOBS:
+            o->warmup_jobs = (int)strtol(optarg, &end, 10);
+            if (*end || o->warmup_jobs < 0 || o->warmup_jobs > 64)
+                return bad("--warmup-jobs (0..64)", optarg);
+            break;
         case OPT_TIMEOUT:
             o->task_timeout_s = strtod(optarg, &end);
             if (*end || !(o->task_timeout_s >= 1))
@@ -260,7 +269,8 @@ int main(int argc, char **argv)
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 1 : 0;
     }
-    bench_opts o = {.variant = "gpu", .task_timeout_s = 1800, .out_dir = "results/run"};
+    bench_opts o = {
+        .variant = "gpu", .task_timeout_s = 1800, .warmup_jobs = -1, .out_dir = "results/run"};
     const char *file = "results/baselines.json";
     double min_change = 0.10;
     const char *cmd = argv[1];

@@ -1,4 +1,4 @@
-/* run: kgym-bench run / baselines / report (see run.h). */
+/* run: kgym-bench run and report (see run.h). */
 #include "bench/run.h"
 
 #include <errno.h>
@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/common.h"
 #include "bench/http.h"
 #include "bench/local_server.h"
 #include "bench/metrics.h"
@@ -23,133 +24,6 @@
 #include "util/text.h"
 
 #define MAX_LEVEL_ROWS 16
-#define EXIT_OK 0
-#define EXIT_SETUP 1
-#define EXIT_INFRA 2
-#define EXIT_INTERRUPTED 3
-
-static atomic_int g_stop; /* SIGINT/SIGTERM: finish the tasks in flight, start no new one */
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    atomic_store(&g_stop, 1);
-}
-
-static void install_signals(void)
-{
-    struct sigaction sa = {0};
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
-}
-
-/* mkdir -p */
-static int make_dirs(const char *path)
-{
-    char p[PATH_MAX];
-    if (!text_fmt(p, sizeof p, "%s", path))
-        return -1;
-    for (char *s = p + 1; *s; s++) {
-        if (*s == '/') {
-            *s = '\0';
-            if (mkdir(p, 0755) != 0 && errno != EEXIST)
-                return -1;
-            *s = '/';
-        }
-    }
-    return mkdir(p, 0755) != 0 && errno != EEXIST ? -1 : 0;
-}
-
-/* ---- the server --------------------------------------------------------------------------- */
-
-typedef struct server_conn {
-    char url[256];
-    pid_t own_pid; /* > 0: ours, stopped at the end */
-} server_conn;
-
-static int connect_server(const bench_opts *o, server_conn *sc)
-{
-    sc->own_pid = -1;
-    if (o->server_url) {
-        text_fmt(sc->url, sizeof sc->url, "%s", o->server_url);
-        return 0;
-    }
-    char err[1024];
-    fprintf(stderr, "kgym-bench: starting kgym-env (log: %s/server.log)\n", o->out_dir);
-    sc->own_pid = local_server_start(o, sc->url, sizeof sc->url, err, sizeof err);
-    if (sc->own_pid < 0) {
-        fprintf(stderr, "kgym-bench: %s\n", err);
-        return -1;
-    }
-    return 0;
-}
-
-static void disconnect_server(server_conn *sc)
-{
-    if (sc->own_pid > 0)
-        local_server_stop(sc->own_pid);
-}
-
-/* ---- task selection ----------------------------------------------------------------------- */
-
-static bool selected(const bench_opts *o, const char *id, int level)
-{
-    if (o->levels && (level <= 0 || level > 30 || !(o->levels & (1u << level))))
-        return false;
-    if (o->n_only == 0)
-        return true;
-    for (int i = 0; i < o->n_only; i++)
-        if (strcmp(o->only[i], id) == 0)
-            return true;
-    return false;
-}
-
-/* The server's catalogue, filtered: an array of {id, name, level}. NULL on error (printed). */
-static json_t *fetch_tasks(bench_http *h, const bench_opts *o)
-{
-    char err[1024];
-    json_t *reply = NULL;
-    const char *path = o->kernelbench && !o->tasks ? "/v1/tasks?suite=kernelbench&limit=1000000"
-                                                   : "/v1/tasks?limit=1000000";
-    long st = bench_http_json(h, "GET", path, NULL, &reply, err, sizeof err);
-    json_t *all = json_object_get(reply, "tasks");
-    if (st != 200 || !json_is_array(all)) {
-        fprintf(stderr, "kgym-bench: cannot list the server's tasks: %s\n",
-                st < 0 ? err : bench_http_error_message(reply));
-        json_decref(reply);
-        return NULL;
-    }
-    json_t *out = json_array();
-    size_t i;
-    json_t *t;
-    json_array_foreach(all, i, t)
-    {
-        const char *id = json_string_value(json_object_get(t, "id"));
-        int level = (int)json_integer_value(json_object_get(t, "level"));
-        const char *suite = json_string_value(json_object_get(t, "suite"));
-        /* --tasks on a server that also serves KernelBench: the task store's tasks only */
-        bool other_suite = o->tasks && !o->kernelbench && suite && strcmp(suite, "kernelbench") == 0;
-        if (id && !other_suite && selected(o, id, level))
-            json_array_append_new(out, json_pack("{s:s, s:s, s:i}", "task_id", id, "name",
-                                                 json_string_value(json_object_get(t, "name"))
-                                                     ? json_string_value(json_object_get(t, "name"))
-                                                     : "",
-                                                 "level", level));
-    }
-    json_decref(reply);
-    for (int k = 0; k < o->n_only; k++) {
-        bool found = false;
-        json_array_foreach(out, i, t) found |=
-            strcmp(json_string_value(json_object_get(t, "task_id")), o->only[k]) == 0;
-        if (!found)
-            fprintf(stderr, "kgym-bench: warning: --only %s: no such task (or not in --levels)\n",
-                    o->only[k]);
-    }
-    return out;
-}
-
 /* ---- results.jsonl: the durable log ------------------------------------------------------- */
 
 /* Earlier results by task id (the last line for an id wins). infra_error results are dropped:
@@ -191,12 +65,6 @@ static int append_line(int fd, const json_t *r)
 
 /* ---- one task ------------------------------------------------------------------------------ */
 
-static double num_or_nan(const json_t *o, const char *k)
-{
-    const json_t *v = json_object_get(o, k);
-    return json_is_number(v) ? json_number_value(v) : NAN;
-}
-
 static void set_num(json_t *r, const char *k, double v)
 {
     json_object_set_new(r, k, isfinite(v) ? json_real(v) : json_null());
@@ -226,15 +94,15 @@ static void fill_from_components(json_t *r, const json_t *c)
     const char *why = json_string_value(json_object_get(c, "error"));
     if (why)
         json_object_set_new(r, "error", json_stringn(why, strlen(why) > 600 ? 600 : strlen(why)));
-    double tc = num_or_nan(c, "t_candidate_ms"), te = num_or_nan(c, "t_eager_ms"),
-           tk = num_or_nan(c, "t_compile_ms");
-    set_num(r, "reward", num_or_nan(c, "reward"));
+    double tc = bench_num(c, "t_candidate_ms"), te = bench_num(c, "t_eager_ms"),
+           tk = bench_num(c, "t_compile_ms");
+    set_num(r, "reward", bench_num(c, "reward"));
     set_num(r, "t_candidate_ms", tc);
     set_num(r, "t_eager_ms", te);
     set_num(r, "t_compile_ms", tk);
-    set_num(r, "spread_candidate", num_or_nan(c, "spread_candidate"));
-    set_num(r, "spread_eager", num_or_nan(c, "spread_eager"));
-    set_num(r, "spread_compile", num_or_nan(c, "spread_compile"));
+    set_num(r, "spread_candidate", bench_num(c, "spread_candidate"));
+    set_num(r, "spread_eager", bench_num(c, "spread_eager"));
+    set_num(r, "spread_compile", bench_num(c, "spread_compile"));
     bool ok = strcmp(status, "correct") == 0 && tc > 0;
     set_num(r, "speedup_eager", ok ? te / tc : NAN);
     set_num(r, "speedup_compile", ok ? tk / tc : NAN);
@@ -470,13 +338,13 @@ static void progress(run_state *s, const json_t *r)
     size_t done = s->finished, n = json_array_size(s->todo);
     double el = (text_mono_ms() - s->t0_ms) / 1000;
     double eta = done ? el / (double)done * (double)(n - done) : 0;
-    double su = num_or_nan(r, "speedup_eager");
+    double su = bench_num(r, "speedup_eager");
     char extra[64] = "";
     if (isfinite(su))
         text_fmt(extra, sizeof extra, " %.2fx eager", su);
     fprintf(stderr, "[%zu/%zu] %-16s %-13s%s  (%.0fs) | elapsed %dm%02ds, ETA %dm%02ds\n", done, n,
             json_string_value(json_object_get(r, "task_id")),
-            json_string_value(json_object_get(r, "status")), extra, num_or_nan(r, "eval_s"),
+            json_string_value(json_object_get(r, "status")), extra, bench_num(r, "eval_s"),
             (int)el / 60, (int)el % 60, (int)eta / 60, (int)eta % 60);
 }
 
@@ -489,7 +357,7 @@ static void *worker(void *arg)
     for (;;) {
         pthread_mutex_lock(&s->lock);
         size_t i = s->next;
-        bool go = i < json_array_size(s->todo) && !atomic_load(&g_stop);
+        bool go = i < json_array_size(s->todo) && !bench_stopping();
         if (go)
             s->next++;
         pthread_mutex_unlock(&s->lock);
@@ -514,29 +382,7 @@ static void *worker(void *arg)
     return NULL;
 }
 
-/* Parallel evaluations: one per GPU the server has (its leases keep them exclusive), 1 on CPU. */
-static int default_jobs(bench_http *h, const bench_opts *o)
-{
-    if (strcmp(o->variant, "cpu") == 0)
-        return 1;
-    char err[256];
-    json_t *reply = NULL;
-    long st = bench_http_json(h, "GET", "/v1/health", NULL, &reply, err, sizeof err);
-    size_t n = st == 200 ? json_array_size(json_object_get(reply, "gpus")) : 0;
-    json_decref(reply);
-    return n > 0 ? (int)n : 1;
-}
-
 /* ---- outputs ------------------------------------------------------------------------------- */
-
-static int write_atomic_json(const char *path, const json_t *v)
-{
-    char tmp[PATH_MAX + 8];
-    text_fmt(tmp, sizeof tmp, "%s.tmp", path);
-    if (json_dump_file(v, tmp, JSON_INDENT(1) | JSON_REAL_PRECISION(8)) != 0)
-        return -1;
-    return rename(tmp, path);
-}
 
 /* results.json, report.md and the summary from the log; tasks in the selection's order. */
 static int finish(const char *out_dir, json_t *meta, bool print)
@@ -583,8 +429,9 @@ static int finish(const char *out_dir, json_t *meta, bool print)
     json_object_set_new(shown, "tasks evaluated", json_integer((json_int_t)json_array_size(tasks)));
     bool partial = json_array_size(tasks) < json_array_size(order);
     if (partial)
-        json_object_set_new(shown, "PARTIAL", json_string("not every selected task was evaluated: "
-                                                          "run the same command again to resume"));
+        json_object_set_new(shown, "PARTIAL",
+                            json_string("not every selected task was evaluated: "
+                                        "run the same command again to resume"));
     bench_row rows[MAX_LEVEL_ROWS];
     char err[256];
     int n = bench_table(tasks, rows, MAX_LEVEL_ROWS, err, sizeof err);
@@ -596,7 +443,7 @@ static int finish(const char *out_dir, json_t *meta, bool print)
         json_t *out = json_pack("{s:O, s:o, s:O}", "meta", meta, "table", bench_table_json(rows, n),
                                 "tasks", tasks);
         text_fmt(path, sizeof path, "%s/results.json", out_dir);
-        if (write_atomic_json(path, out) != 0) {
+        if (bench_write_json(path, out) != 0) {
             fprintf(stderr, "kgym-bench: cannot write %s\n", path);
             rc = -1;
         }
@@ -674,17 +521,17 @@ static int add_server_info(bench_http *h, json_t *meta)
 
 int bench_run(const bench_opts *o)
 {
-    if (make_dirs(o->out_dir) != 0) {
+    if (bench_make_dirs(o->out_dir) != 0) {
         fprintf(stderr, "kgym-bench: cannot create %s: %s\n", o->out_dir, strerror(errno));
         return EXIT_SETUP;
     }
-    install_signals();
-    server_conn sc;
-    if (connect_server(o, &sc) != 0)
+    bench_install_signals();
+    bench_server sc;
+    if (bench_server_connect(o, &sc) != 0)
         return EXIT_SETUP;
     int rc = EXIT_SETUP;
     bench_http *h = bench_http_new(sc.url, 120);
-    json_t *sel = h ? fetch_tasks(h, o) : NULL, *meta = NULL;
+    json_t *sel = h ? bench_fetch_tasks(h, o) : NULL, *meta = NULL;
     char meta_path[PATH_MAX + 16], log_path[PATH_MAX + 32];
     text_fmt(meta_path, sizeof meta_path, "%s/meta.json", o->out_dir);
     text_fmt(log_path, sizeof log_path, "%s/results.jsonl", o->out_dir);
@@ -706,7 +553,7 @@ int bench_run(const bench_opts *o)
         json_object_set_new(meta, "started", json_string(started));
     }
     add_server_info(h, meta);
-    if (write_atomic_json(meta_path, meta) != 0) {
+    if (bench_write_json(meta_path, meta) != 0) {
         fprintf(stderr, "kgym-bench: cannot write %s\n", meta_path);
         goto out;
     }
@@ -728,7 +575,7 @@ int bench_run(const bench_opts *o)
         json_decref(s.todo);
         goto out;
     }
-    int jobs = o->jobs > 0 ? o->jobs : default_jobs(h, o);
+    int jobs = o->jobs > 0 ? o->jobs : bench_default_jobs(h, o);
     pthread_t th[64];
     int n_th = jobs > 64 ? 64 : jobs;
     for (int k = 0; k < n_th; k++)
@@ -736,7 +583,7 @@ int bench_run(const bench_opts *o)
     for (int k = 0; k < n_th; k++)
         pthread_join(th[k], NULL);
     close(s.log_fd);
-    bool interrupted = atomic_load(&g_stop) && s.next < json_array_size(s.todo);
+    bool interrupted = bench_stopping() && s.next < json_array_size(s.todo);
     json_decref(s.todo);
     pthread_mutex_destroy(&s.lock);
     if (finish(o->out_dir, meta, true) != 0)
@@ -748,7 +595,7 @@ out:
     json_decref(sel);
     json_decref(meta);
     bench_http_free(h);
-    disconnect_server(&sc);
+    bench_server_disconnect(&sc);
     return rc;
 }
 
@@ -765,94 +612,5 @@ int bench_report(const char *out_dir)
     }
     int rc = finish(out_dir, meta, true) == 0 ? EXIT_OK : EXIT_SETUP;
     json_decref(meta);
-    return rc;
-}
-
-/* ---- baselines ------------------------------------------------------------------------------ */
-
-int bench_baselines(const bench_opts *o, const char *out_file)
-{
-    install_signals();
-    server_conn sc;
-    if (make_dirs(o->out_dir) != 0) {
-        fprintf(stderr, "kgym-bench: cannot create %s: %s\n", o->out_dir, strerror(errno));
-        return EXIT_SETUP;
-    }
-    if (connect_server(o, &sc) != 0)
-        return EXIT_SETUP;
-    int rc = EXIT_SETUP;
-    bench_http *h = bench_http_new(sc.url, o->task_timeout_s);
-    json_t *sel = h ? fetch_tasks(h, o) : NULL;
-    json_t *file = json_load_file(out_file, 0, NULL);
-    if (!json_is_object(file)) {
-        json_decref(file);
-        file = json_pack("{s:{}}", "tasks");
-    }
-    json_t *have = json_object_get(file, "tasks");
-    if (!sel || !json_is_object(have))
-        goto out;
-    size_t i, n = json_array_size(sel), measured = 0, failed = 0;
-    json_t *t;
-    double t0 = text_mono_ms();
-    json_t *body = json_pack("{s:s}", "variant", o->variant);
-    json_array_foreach(sel, i, t)
-    {
-        const char *id = json_string_value(json_object_get(t, "task_id"));
-        if (atomic_load(&g_stop))
-            break;
-        if (json_object_get(have, id))
-            continue; /* resumable: what the file holds is kept */
-        char path[512], esc[400], err[1024];
-        bench_http_escape_path(id, esc, sizeof esc);
-        text_fmt(path, sizeof path, "/v1/tasks/%s/baselines", esc);
-        json_t *reply = NULL;
-        long st = bench_http_json(h, "POST", path, body, &reply, err, sizeof err);
-        if (st == 200 && reply) {
-            json_t *rec =
-                json_pack("{s:O, s:O, s:O, s:O, s:O, s:O}", "t_eager_ms",
-                          json_object_get(reply, "t_eager_ms"), "t_compile_ms",
-                          json_object_get(reply, "t_compile_ms") ?: json_null(), "spread_eager",
-                          json_object_get(reply, "spread_eager") ?: json_null(), "spread_compile",
-                          json_object_get(reply, "spread_compile") ?: json_null(), "cached",
-                          json_object_get(reply, "baseline_cached") ?: json_false(), "eval_ms",
-                          json_object_get(reply, "eval_ms") ?: json_null());
-            if (json_object_get(reply, "compile_unavailable"))
-                json_object_set(rec, "compile_unavailable",
-                                json_object_get(reply, "compile_unavailable"));
-            json_object_set(rec, "level", json_object_get(t, "level"));
-            json_object_set_new(have, id, rec);
-            json_object_set(file, "device_name", json_object_get(reply, "device_name"));
-            json_object_set(file, "torch_version", json_object_get(reply, "torch_version"));
-            json_object_set_new(file, "variant", json_string(o->variant));
-            measured++;
-            if (write_atomic_json(out_file, file) != 0)
-                fprintf(stderr, "kgym-bench: cannot write %s\n", out_file);
-        } else {
-            failed++;
-            fprintf(stderr, "kgym-bench: %s: baselines failed: %s\n", id,
-                    st < 0 ? err : bench_http_error_message(reply));
-        }
-        if (!o->quiet) {
-            double el = (text_mono_ms() - t0) / 1000;
-            size_t tried = measured + failed;
-            double eta = tried ? el / (double)tried * (double)(n - i - 1) : 0;
-            fprintf(stderr,
-                    "[%zu/%zu] %-16s eager %.4g ms, compile %.4g ms | elapsed %dm%02ds, "
-                    "ETA %dm%02ds\n",
-                    i + 1, n, id, num_or_nan(reply, "t_eager_ms"),
-                    num_or_nan(reply, "t_compile_ms"), (int)el / 60, (int)el % 60, (int)eta / 60,
-                    (int)eta % 60);
-        }
-        json_decref(reply);
-    }
-    json_decref(body);
-    fprintf(stderr, "kgym-bench: %zu measured, %zu failed, %zu in %s\n", measured, failed,
-            json_object_size(have), out_file);
-    rc = atomic_load(&g_stop) ? EXIT_INTERRUPTED : failed ? EXIT_INFRA : EXIT_OK;
-out:
-    json_decref(sel);
-    json_decref(file);
-    bench_http_free(h);
-    disconnect_server(&sc);
     return rc;
 }

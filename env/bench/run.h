@@ -27,6 +27,7 @@ typedef struct bench_opts {
     const char *only[BENCH_MAX_ONLY]; /* --only ID (repeatable or comma list); none = all */
     int n_only;
     int jobs;              /* parallel evaluations (0: one per GPU, 1 on the CPU) */
+    int warmup_jobs;       /* baselines: parallel torch.compile warm-ups (-1: 4 per job; 0: none) */
     double task_timeout_s; /* one task's whole evaluation */
     const char *variant;   /* "gpu" (default) or "cpu" */
     bool restart;          /* ignore an earlier results.jsonl */
@@ -38,7 +39,8 @@ typedef struct bench_opts {
 int bench_run(const bench_opts *o);
 /* kgym-bench baselines: eager and compile times of every selected task, measured through the
  * server (POST /v1/tasks/{id}/baselines) and written to out_file ({device_name, torch_version,
- * tasks: {id: {...}}}), resuming from what it already holds. */
+ * tasks: {id: {...}}}), resuming from what it already holds. torch.compile warm-ups run first,
+ * in parallel and untimed, outside the exclusive GPU lease (baselines.c). */
 int bench_baselines(const bench_opts *o, const char *out_file);
 /* kgym-bench report RESULTS_DIR: rewrites results.json, report.md and the summary from
  * results.jsonl (e.g. after an interrupted run). */

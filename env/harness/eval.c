@@ -423,15 +423,23 @@ static const char *reference_code(const struct task *tk, bool cpu)
     return cpu && tk->code_cpu ? tk->code_cpu : tk->code;
 }
 
-/* Leases a GPU for a CUDA evaluation (none for the CPU). Returns the slot, -1 for none needed,
- * or -2 with *fail set when no lease came in time. */
-static int lease_for(eval_server *es, bool cpu, double *waited, char *visible, size_t cap,
-                     json_t **fail)
+/* torch.compile warm-ups sharing one GPU at most: each is mostly CPU work (Dynamo, Inductor,
+ * Triton's compiler) with one untimed forward, so a few overlap well; more would only queue on
+ * the host's cores and stack their GPU memory. */
+#define WARMUPS_PER_GPU 4
+
+/* Leases a GPU for a CUDA evaluation (none for the CPU): exclusive for anything timed, shared
+ * for a warm-up. Returns the slot, -1 for none needed, or -2 with *fail set when no lease came
+ * in time. */
+static int lease_for(eval_server *es, bool cpu, bool shared, double *waited, char *visible,
+                     size_t cap, json_t **fail)
 {
     *waited = 0;
     if (cpu)
         return -1;
-    int slot = gpu_lease_acquire(&es->gpus, es->lease_timeout_ms, waited);
+    int slot =
+        shared ? gpu_lease_acquire_shared(&es->gpus, WARMUPS_PER_GPU, es->lease_timeout_ms, waited)
+               : gpu_lease_acquire(&es->gpus, es->lease_timeout_ms, waited);
     if (slot < 0) {
         *fail = infra("%s", "no GPU lease within the lease timeout");
         json_object_set_new(*fail, "lease_wait_ms", json_real(*waited));
@@ -441,7 +449,7 @@ static int lease_for(eval_server *es, bool cpu, double *waited, char *visible, s
     return slot;
 }
 
-json_t *eval_baselines(eval_server *es, const struct task *tk, bool cpu)
+json_t *eval_baselines(eval_server *es, const struct task *tk, bool cpu, bool warmup)
 {
     double t0 = text_mono_ms();
     if (!eval_prepare(es))
@@ -466,18 +474,22 @@ json_t *eval_baselines(eval_server *es, const struct task *tk, bool cpu)
         double waited;
         char visible[16] = "";
         json_t *fail = NULL;
-        int slot = lease_for(es, cpu, &waited, visible, sizeof visible, &fail);
+        int slot = lease_for(es, cpu, warmup, &waited, visible, sizeof visible, &fail);
         if (slot == -2) {
             verdict = fail;
         } else {
             uint64_t seed = 0;
             if (getrandom(&seed, sizeof seed, 0) != sizeof seed)
                 seed = (uint64_t)(t0 * 1e3); /* baselines only: the seed picks the inputs */
-            json_t *jb = judge_job(es, tk, cpu, seed, "baselines", NULL, ref_path, NULL);
+            json_t *jb =
+                judge_job(es, tk, cpu, seed, warmup ? "warmup" : "baselines", NULL, ref_path, NULL);
             verdict = run_judge(es, dir, jb, slot >= 0 ? visible : NULL);
             json_decref(jb);
             if (slot >= 0) {
-                gpu_lease_release(&es->gpus, slot);
+                if (warmup)
+                    gpu_lease_release_shared(&es->gpus, slot);
+                else
+                    gpu_lease_release(&es->gpus, slot);
                 json_object_set_new(verdict, "gpu", json_integer(es->gpus.index[slot]));
             }
             json_object_set_new(verdict, "lease_wait_ms", json_real(waited));
@@ -485,7 +497,7 @@ json_t *eval_baselines(eval_server *es, const struct task *tk, bool cpu)
     }
     rm_tree(dir);
     json_object_set_new(verdict, "eval_ms", json_real(text_mono_ms() - t0));
-    json_object_set_new(verdict, "mode", json_string("baselines"));
+    json_object_set_new(verdict, "mode", json_string(warmup ? "warmup" : "baselines"));
     return verdict;
 }
 
@@ -545,7 +557,7 @@ json_t *eval_run(eval_server *es, const tool_env *env, const char *mode)
     double waited;
     char visible[16] = "";
     json_t *fail = NULL;
-    int slot = lease_for(es, env->cpu_variant, &waited, visible, sizeof visible, &fail);
+    int slot = lease_for(es, env->cpu_variant, false, &waited, visible, sizeof visible, &fail);
     if (slot == -2) {
         json_decref(build_info);
         return fail;

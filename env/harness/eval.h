@@ -95,7 +95,10 @@ json_t *eval_run(eval_server *es, const struct tool_env *env, const char *mode);
 /* The eager and torch.compile baselines of a task, measured (or taken from the cache) without a
  * candidate: {eval_status, t_eager_ms, t_compile_ms?, spread_eager, spread_compile?,
  * baseline_cached, baseline_key, device_name, torch_version, compile_unavailable?}. On CUDA it
- * holds a GPU lease like any evaluation. Never NULL. */
-json_t *eval_baselines(eval_server *es, const struct task *tk, bool cpu);
+ * holds an exclusive GPU lease like any evaluation. warmup: instead, compile the reference once
+ * with torch.compile, untimed, under a shared lease (so the measurement later finds Inductor's
+ * caches warm): {eval_status, warmup: "compiled"|"cached"|"compile_failed", warmup_ms?}.
+ * Never NULL. */
+json_t *eval_baselines(eval_server *es, const struct task *tk, bool cpu, bool warmup);
 
 #endif

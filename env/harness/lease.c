@@ -1,4 +1,5 @@
-/* lease: exclusive GPU leases, first come first served (a ticket queue on one mutex). */
+/* lease: exclusive GPU leases, first come first served (a ticket queue on one mutex), and shared
+ * ones for work that times nothing. */
 #include "harness/lease.h"
 
 #include <dirent.h>
@@ -101,17 +102,24 @@ static void abandon(gpu_pool *p, unsigned long ticket)
 static int free_slot(const gpu_pool *p)
 {
     for (int i = 0; i < p->n; i++)
-        if (!p->busy[i])
+        if (!p->busy[i] && p->shared[i] == 0)
             return i;
     return -1;
 }
 
-int gpu_lease_acquire(gpu_pool *p, int timeout_ms, double *waited_ms)
+/* The least shared GPU that no one holds exclusively and that has room; -1 when none. */
+static int shareable_slot(const gpu_pool *p, int max_per_gpu)
 {
-    double t0 = text_mono_ms();
-    *waited_ms = 0;
-    if (p->n == 0)
-        return -1;
+    int best = -1;
+    for (int i = 0; i < p->n; i++)
+        if (!p->busy[i] && p->shared[i] < max_per_gpu &&
+            (best < 0 || p->shared[i] < p->shared[best]))
+            best = i;
+    return best;
+}
+
+static struct timespec deadline_in(int timeout_ms)
+{
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
     deadline.tv_sec += timeout_ms / 1000;
@@ -120,7 +128,18 @@ int gpu_lease_acquire(gpu_pool *p, int timeout_ms, double *waited_ms)
         deadline.tv_sec++;
         deadline.tv_nsec -= 1000000000L;
     }
+    return deadline;
+}
+
+int gpu_lease_acquire(gpu_pool *p, int timeout_ms, double *waited_ms)
+{
+    double t0 = text_mono_ms();
+    *waited_ms = 0;
+    if (p->n == 0)
+        return -1;
+    struct timespec deadline = deadline_in(timeout_ms);
     pthread_mutex_lock(&p->lock);
+    p->exclusive_waiting++;
     unsigned long ticket = p->next_ticket++;
     int slot = -1;
     for (;;) {
@@ -136,6 +155,7 @@ int gpu_lease_acquire(gpu_pool *p, int timeout_ms, double *waited_ms)
     }
     if (slot >= 0)
         p->busy[slot] = true;
+    p->exclusive_waiting--;
     if (ticket == p->serving)
         advance(p);
     else
@@ -152,6 +172,43 @@ void gpu_lease_release(gpu_pool *p, int slot)
         return;
     pthread_mutex_lock(&p->lock);
     p->busy[slot] = false;
+    pthread_cond_broadcast(&p->freed);
+    pthread_mutex_unlock(&p->lock);
+}
+
+int gpu_lease_acquire_shared(gpu_pool *p, int max_per_gpu, int timeout_ms, double *waited_ms)
+{
+    double t0 = text_mono_ms();
+    *waited_ms = 0;
+    if (p->n == 0 || max_per_gpu < 1)
+        return -1;
+    struct timespec deadline = deadline_in(timeout_ms);
+    pthread_mutex_lock(&p->lock);
+    int slot = -1;
+    for (;;) {
+        /* timing first: no new shared holder while an exclusive request waits */
+        if (p->exclusive_waiting == 0 && (slot = shareable_slot(p, max_per_gpu)) >= 0)
+            break;
+        if (pthread_cond_timedwait(&p->freed, &p->lock, &deadline) == ETIMEDOUT) {
+            if (p->exclusive_waiting == 0)
+                slot = shareable_slot(p, max_per_gpu);
+            break;
+        }
+    }
+    if (slot >= 0)
+        p->shared[slot]++;
+    pthread_mutex_unlock(&p->lock);
+    *waited_ms = text_mono_ms() - t0;
+    return slot;
+}
+
+void gpu_lease_release_shared(gpu_pool *p, int slot)
+{
+    if (slot < 0 || slot >= p->n)
+        return;
+    pthread_mutex_lock(&p->lock);
+    if (p->shared[slot] > 0)
+        p->shared[slot]--;
     pthread_cond_broadcast(&p->freed);
     pthread_mutex_unlock(&p->lock);
 }

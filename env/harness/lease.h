@@ -1,6 +1,9 @@
-/* lease: exclusive leases on the machine's GPUs. A Verify or Profile job holds one GPU for its
+/* lease: leases on the machine's GPUs. A Verify or Profile job holds one GPU exclusively for its
  * whole run, so no two timings share a device; jobs queue in arrival order and the wait is
- * reported. Written for any number of GPUs; tests use fake device nodes. */
+ * reported. Work that times nothing (torch.compile warm-ups) takes a shared lease instead: up to
+ * a limit per GPU run together, never beside an exclusive holder, and exclusive waiters go first
+ * (a shared request waits while one is queued). Written for any number of GPUs; tests use fake
+ * device nodes. */
 #ifndef KGYM_LEASE_H
 #define KGYM_LEASE_H
 
@@ -11,10 +14,12 @@
 #define GPU_POOL_MAX_WAITERS 4096 /* queued jobs that gave up, remembered until their turn */
 
 typedef struct gpu_pool {
-    int n;                          /* GPUs in the pool (0: none) */
-    int index[GPU_POOL_MAX];        /* CUDA ordinal of each */
-    char node[GPU_POOL_MAX][64];    /* its device node, e.g. /dev/nvidia3 */
-    bool busy[GPU_POOL_MAX];
+    int n;                       /* GPUs in the pool (0: none) */
+    int index[GPU_POOL_MAX];     /* CUDA ordinal of each */
+    char node[GPU_POOL_MAX][64]; /* its device node, e.g. /dev/nvidia3 */
+    bool busy[GPU_POOL_MAX];     /* held exclusively */
+    int shared[GPU_POOL_MAX];    /* shared holders */
+    int exclusive_waiting;       /* exclusive requests queued: shared ones wait behind them */
     unsigned long next_ticket, serving; /* FIFO order of waiters */
     unsigned long abandoned[GPU_POOL_MAX_WAITERS];
     int n_abandoned;
@@ -31,5 +36,11 @@ void gpu_pool_deinit(gpu_pool *p);
  * timeout or an empty pool; *waited_ms says how long it waited. */
 int gpu_lease_acquire(gpu_pool *p, int timeout_ms, double *waited_ms);
 void gpu_lease_release(gpu_pool *p, int slot);
+
+/* A shared lease: a GPU that no one holds exclusively and that has fewer than max_per_gpu
+ * shared holders (the least shared one), once no exclusive request is queued. Returns the slot,
+ * or -1 on timeout or an empty pool. */
+int gpu_lease_acquire_shared(gpu_pool *p, int max_per_gpu, int timeout_ms, double *waited_ms);
+void gpu_lease_release_shared(gpu_pool *p, int slot);
 
 #endif

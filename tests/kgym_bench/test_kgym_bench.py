@@ -202,24 +202,31 @@ def test_diff_flags_an_injected_regression(first_run, tmp_path):
     del slow
 
 
-def test_baselines_are_stored_and_resumed(first_run, tmp_path):
+def test_baselines_are_stored_and_resumed(kb, tmp_path):
+    # a private cache (not the run's shared one, where the other tests' Profiles left these
+    # tasks' baselines): the warm-ups and the measurements really run
     f = tmp_path / "baselines.json"
     args = [str(BENCH), "baselines", "--kernelbench", str(KB), "--variant", "cpu", "--file", str(f),
-            "--out", str(tmp_path / "b"), "--python", sys.executable]
-    for fx in FIXTURES[:2]:
-        args += ["--only", fx["task"]]
-    cache = os.environ.get("KGYM_TEST_BUILD_CACHE") or os.environ.get("KGYM_HARNESS_BUILD_CACHE")
-    if cache:
-        args += ["--server-arg", "--build-cache", "--server-arg", cache]
-    p = subprocess.run(args, capture_output=True, text=True, timeout=1200, env=env())
+            "--out", str(tmp_path / "b"), "--python", sys.executable,
+            "--server-arg", "--build-cache", "--server-arg", str(tmp_path / "cache")]
+    chosen = ["kb/L1/12", "kb/L2/6"]  # small references: CPU compiles in seconds
+    for task in chosen:
+        args += ["--only", task]
+    p = subprocess.run(args + ["--jobs", "1", "--warmup-jobs", "2"], capture_output=True, text=True,
+                       timeout=1200, env=env())
     assert p.returncode == 0, p.stderr
+    # torch.compile warmed up first, untimed, two at a time; then the measurements
+    warm = [ln for ln in p.stderr.splitlines() if ln.startswith("[warm-up ")]
+    assert len(warm) == 2 and all(" compiled " in ln for ln in warm), p.stderr
+    assert p.stderr.index("[warm-up ") < p.stderr.index("[measure "), p.stderr
     data = json.loads(f.read_text())
     assert data["torch_version"] and data["device_name"]
-    assert set(data["tasks"]) == {fx["task"] for fx in FIXTURES[:2]}
+    assert set(data["tasks"]) == set(chosen)
     for rec in data["tasks"].values():
         assert rec["t_eager_ms"] > 0
     again = subprocess.run(args, capture_output=True, text=True, timeout=600, env=env())
     assert again.returncode == 0 and "0 measured" in again.stderr, again.stderr
+    assert "[warm-up" not in again.stderr  # nothing left to measure, nothing to warm
 
 
 @pytest.mark.parametrize("argv, msg", [

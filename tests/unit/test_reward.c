@@ -24,8 +24,8 @@
 /* An evaluation's components: correct or not, and its three times (<= 0: absent). */
 static json_t *comp(bool correct, double tc, double te, double tk)
 {
-    json_t *c = json_pack("{s:s, s:b, s:b}", "eval_status", "ok", "compiled", 1, "correct",
-                          correct);
+    json_t *c =
+        json_pack("{s:s, s:b, s:b}", "eval_status", "ok", "compiled", 1, "correct", correct);
     if (tc > 0)
         json_object_set_new(c, "t_candidate_ms", json_real(tc));
     if (te > 0)
@@ -47,13 +47,13 @@ static double milestone(bool correct, double tc, double te, double tk)
 static void test_milestone_levels(void **state)
 {
     (void)state;
-    assert_true(milestone(false, 1, 10, 10) == -1);  /* wrong: -1 however fast */
-    assert_true(milestone(true, 10, 10, 10) == 1);   /* correct, no faster */
-    assert_true(milestone(true, 9.6, 10, 10) == 1);  /* 4% faster is not "faster" (5% rule) */
-    assert_true(milestone(true, 9.4, 10, 5) == 2);   /* beats eager only */
-    assert_true(milestone(true, 4.0, 10, 5) == 3);   /* beats both */
-    assert_true(milestone(true, 4.0, 10, 0) == 2);   /* no compile baseline: at most 2 */
-    assert_true(milestone(true, 0, 0, 0) == 1);      /* Verify: correct, untimed */
+    assert_true(milestone(false, 1, 10, 10) == -1); /* wrong: -1 however fast */
+    assert_true(milestone(true, 10, 10, 10) == 1);  /* correct, no faster */
+    assert_true(milestone(true, 9.6, 10, 10) == 1); /* 4% faster is not "faster" (5% rule) */
+    assert_true(milestone(true, 9.4, 10, 5) == 2);  /* beats eager only */
+    assert_true(milestone(true, 4.0, 10, 5) == 3);  /* beats both */
+    assert_true(milestone(true, 4.0, 10, 0) == 2);  /* no compile baseline: at most 2 */
+    assert_true(milestone(true, 0, 0, 0) == 1);     /* Verify: correct, untimed */
 }
 
 static void test_beats_margin(void **state)
@@ -151,8 +151,8 @@ static void drop_dev(const char *const *names)
     rmdir(g_dev);
 }
 
-static const char *const NODES[] = {"nvidia2", "nvidia0", "nvidiactl", "nvidia-uvm", "nvidia10",
-                                    NULL};
+static const char *const NODES[] = {"nvidia2",    "nvidia0",  "nvidiactl",
+                                    "nvidia-uvm", "nvidia10", NULL};
 
 static void test_pool_finds_gpu_nodes(void **state)
 {
@@ -231,6 +231,74 @@ static void test_lease_waiter_gets_freed_gpu(void **state)
     drop_dev(NODES);
 }
 
+/* Shared leases: several warm-ups per GPU up to the limit, never beside an exclusive holder,
+ * and none granted while an exclusive request waits (timing goes first). */
+static void test_lease_shared_limits_and_exclusion(void **state)
+{
+    (void)state;
+    make_dev(NODES);
+    gpu_pool p;
+    assert_int_equal(gpu_pool_init(&p, g_dev, "0,2"), 2);
+    double waited;
+    int s1 = gpu_lease_acquire_shared(&p, 2, 1000, &waited);
+    int s2 = gpu_lease_acquire_shared(&p, 2, 1000, &waited);
+    assert_true(s1 >= 0 && s2 >= 0 && s1 != s2); /* spread: the least shared GPU first */
+    int s3 = gpu_lease_acquire_shared(&p, 2, 1000, &waited);
+    int s4 = gpu_lease_acquire_shared(&p, 2, 1000, &waited);
+    assert_true(s3 >= 0 && s4 >= 0 && s3 != s4);
+    assert_int_equal(gpu_lease_acquire_shared(&p, 2, 30, &waited), -1); /* both at the limit */
+    /* an exclusive lease needs a GPU with no shared holder */
+    assert_int_equal(gpu_lease_acquire(&p, 30, &waited), -1);
+    gpu_lease_release_shared(&p, s1);
+    gpu_lease_release_shared(&p, s3);
+    int ex = gpu_lease_acquire(&p, 1000, &waited);
+    assert_int_equal(ex, s1); /* the GPU whose shared holders left */
+    /* no shared lease beside the exclusive holder: the other GPU is at its limit */
+    assert_int_equal(gpu_lease_acquire_shared(&p, 2, 30, &waited), -1);
+    gpu_lease_release(&p, ex);
+    gpu_lease_release_shared(&p, s2);
+    gpu_lease_release_shared(&p, s4);
+    gpu_pool_deinit(&p);
+    drop_dev(NODES);
+}
+
+static void *wait_shared(void *arg)
+{
+    waiter *w = arg;
+    w->slot = gpu_lease_acquire_shared(w->p, 4, 5000, &w->waited);
+    return NULL;
+}
+
+static void test_lease_shared_waits_behind_exclusive(void **state)
+{
+    (void)state;
+    make_dev(NODES);
+    gpu_pool p;
+    assert_int_equal(gpu_pool_init(&p, g_dev, "0"), 1);
+    double waited;
+    int sh = gpu_lease_acquire_shared(&p, 4, 1000, &waited);
+    assert_int_equal(sh, 0);
+    waiter ex = {.p = &p, .slot = -2}, late = {.p = &p, .slot = -2};
+    pthread_t t_ex, t_late;
+    pthread_create(&t_ex, NULL, wait_for_gpu, &ex); /* queued behind the shared holder */
+    usleep(50000);
+    pthread_create(&t_late, NULL, wait_shared, &late); /* must wait behind the exclusive one */
+    usleep(50000);
+    assert_int_equal(late.slot, -2);
+    gpu_lease_release_shared(&p, sh);
+    pthread_join(t_ex, NULL);
+    assert_int_equal(ex.slot, 0);
+    usleep(50000);
+    assert_int_equal(late.slot, -2); /* still out while the exclusive lease is held */
+    gpu_lease_release(&p, ex.slot);
+    pthread_join(t_late, NULL);
+    assert_int_equal(late.slot, 0);
+    assert_true(late.waited >= 80);
+    gpu_lease_release_shared(&p, late.slot);
+    gpu_pool_deinit(&p);
+    drop_dev(NODES);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -243,6 +311,8 @@ int main(void)
         cmocka_unit_test(test_pool_finds_gpu_nodes),
         cmocka_unit_test(test_lease_exclusive_and_timeout),
         cmocka_unit_test(test_lease_waiter_gets_freed_gpu),
+        cmocka_unit_test(test_lease_shared_limits_and_exclusion),
+        cmocka_unit_test(test_lease_shared_waits_behind_exclusive),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

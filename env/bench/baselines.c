@@ -1,0 +1,204 @@
+/* baselines: kgym-bench baselines (see run.h). Two phases over the selected tasks the output
+ * file does not hold yet:
+ *   1. warm-ups, --warmup-jobs at a time: torch.compile compiles each reference once, untimed;
+ *      the server runs them under shared GPU leases, so they overlap each other but never a
+ *      timing, and fill Inductor's on-disk caches;
+ *   2. measurements, --jobs at a time (default one per GPU): eager and compile timed under
+ *      exclusive leases, now that compilation is a cache hit, so the GPU is held for the timing
+ *      and little else. Each result is written to the file as it comes: a killed run resumes. */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "bench/common.h"
+#include "bench/http.h"
+#include "util/text.h"
+
+typedef struct phase {
+    const bench_opts *o;
+    const char *url;
+    bool warmup;
+    json_t *todo; /* array of {task_id, name, level} */
+    size_t next, done, failed;
+    json_t *file; /* measurements: the output document, updated as results come */
+    const char *out_file;
+    double t0_ms;
+    pthread_mutex_t lock;
+} phase;
+
+/* The record kept per task in the output file. */
+static json_t *measurement_record(const json_t *task, const json_t *reply)
+{
+    static const char *const KEYS[] = {"t_eager_ms",     "t_compile_ms", "spread_eager",
+                                       "spread_compile", "eval_ms",      "lease_wait_ms"};
+    json_t *rec = json_object();
+    for (size_t k = 0; k < sizeof KEYS / sizeof KEYS[0]; k++) {
+        json_t *v = json_object_get(reply, KEYS[k]);
+        json_object_set(rec, KEYS[k], v ? v : json_null());
+    }
+    json_object_set(rec, "cached", json_object_get(reply, "baseline_cached") ?: json_false());
+    if (json_object_get(reply, "compile_unavailable"))
+        json_object_set(rec, "compile_unavailable", json_object_get(reply, "compile_unavailable"));
+    json_object_set(rec, "level", json_object_get(task, "level"));
+    return rec;
+}
+
+/* Under the lock: a measurement joins the file, which is rewritten at once. */
+static void keep_measurement(phase *p, const json_t *task, const json_t *reply)
+{
+    json_t *have = json_object_get(p->file, "tasks");
+    json_object_set_new(have, json_string_value(json_object_get(task, "task_id")),
+                        measurement_record(task, reply));
+    json_object_set(p->file, "device_name", json_object_get(reply, "device_name"));
+    json_object_set(p->file, "torch_version", json_object_get(reply, "torch_version"));
+    json_object_set_new(p->file, "variant", json_string(p->o->variant));
+    if (bench_write_json(p->out_file, p->file) != 0)
+        fprintf(stderr, "kgym-bench: cannot write %s\n", p->out_file);
+}
+
+/* Under the lock: one progress line. */
+static void progress(phase *p, const char *id, const json_t *reply, bool ok)
+{
+    if (p->o->quiet)
+        return;
+    size_t n = json_array_size(p->todo), finished = p->done + p->failed;
+    double el = (text_mono_ms() - p->t0_ms) / 1000;
+    double eta = finished ? el / (double)finished * (double)(n - finished) : 0;
+    char what[96];
+    if (!ok)
+        text_fmt(what, sizeof what, "failed");
+    else if (p->warmup)
+        text_fmt(what, sizeof what, "%s %.1fs",
+                 json_string_value(json_object_get(reply, "warmup")) ?: "?",
+                 bench_num(reply, "warmup_ms") / 1000);
+    else
+        text_fmt(what, sizeof what, "eager %.4g ms, compile %.4g ms",
+                 bench_num(reply, "t_eager_ms"), bench_num(reply, "t_compile_ms"));
+    fprintf(stderr, "[%s %zu/%zu] %-16s %s | elapsed %dm%02ds, ETA %dm%02ds\n",
+            p->warmup ? "warm-up" : "measure", finished, n, id, what, (int)el / 60, (int)el % 60,
+            (int)eta / 60, (int)eta % 60);
+}
+
+/* One task of the phase: POST /v1/tasks/{id}/baselines. */
+static void one_task(phase *p, bench_http *h, const json_t *task, const json_t *body)
+{
+    const char *id = json_string_value(json_object_get(task, "task_id"));
+    char path[512], esc[400], err[1024];
+    bench_http_escape_path(id, esc, sizeof esc);
+    text_fmt(path, sizeof path, "/v1/tasks/%s/baselines", esc);
+    json_t *reply = NULL;
+    long st = bench_http_json(h, "POST", path, body, &reply, err, sizeof err);
+    bool ok = st == 200 && reply;
+    pthread_mutex_lock(&p->lock);
+    if (ok) {
+        p->done++;
+        if (!p->warmup)
+            keep_measurement(p, task, reply);
+    } else {
+        p->failed++;
+        /* a failed warm-up costs only time: the measurement compiles by itself */
+        fprintf(stderr, "kgym-bench: %s: %s failed: %s\n", id, p->warmup ? "warm-up" : "baselines",
+                st < 0 ? err : bench_http_error_message(reply));
+    }
+    progress(p, id, reply, ok);
+    pthread_mutex_unlock(&p->lock);
+    json_decref(reply);
+}
+
+static void *phase_worker(void *arg)
+{
+    phase *p = arg;
+    bench_http *h = bench_http_new(p->url, p->o->task_timeout_s);
+    json_t *body = json_pack("{s:s, s:s}", "variant", p->o->variant, "phase",
+                             p->warmup ? "warmup" : "measure");
+    for (; h && body;) {
+        pthread_mutex_lock(&p->lock);
+        size_t i = p->next;
+        bool go = i < json_array_size(p->todo) && !bench_stopping();
+        if (go)
+            p->next++;
+        pthread_mutex_unlock(&p->lock);
+        if (!go)
+            break;
+        one_task(p, h, json_array_get(p->todo, i), body);
+    }
+    json_decref(body);
+    bench_http_free(h);
+    return NULL;
+}
+
+static void run_phase(phase *p, int jobs)
+{
+    pthread_mutex_init(&p->lock, NULL);
+    p->t0_ms = text_mono_ms();
+    pthread_t th[64];
+    int n = jobs < 1 ? 1 : jobs > 64 ? 64 : jobs;
+    for (int k = 0; k < n; k++)
+        pthread_create(&th[k], NULL, phase_worker, p);
+    for (int k = 0; k < n; k++)
+        pthread_join(th[k], NULL);
+    pthread_mutex_destroy(&p->lock);
+}
+
+/* The output file as it stands (resumable), or a new document. */
+static json_t *load_file(const char *out_file)
+{
+    json_t *file = json_load_file(out_file, 0, NULL);
+    if (!json_is_object(file) || !json_is_object(json_object_get(file, "tasks"))) {
+        json_decref(file);
+        file = json_pack("{s:{}}", "tasks");
+    }
+    return file;
+}
+
+int bench_baselines(const bench_opts *o, const char *out_file)
+{
+    bench_install_signals();
+    bench_server sc;
+    if (bench_make_dirs(o->out_dir) != 0) {
+        fprintf(stderr, "kgym-bench: cannot create %s\n", o->out_dir);
+        return EXIT_SETUP;
+    }
+    if (bench_server_connect(o, &sc) != 0)
+        return EXIT_SETUP;
+    int rc = EXIT_SETUP;
+    bench_http *h = bench_http_new(sc.url, o->task_timeout_s);
+    json_t *sel = h ? bench_fetch_tasks(h, o) : NULL;
+    json_t *file = load_file(out_file);
+    if (!sel)
+        goto out;
+    json_t *todo = json_array(), *have = json_object_get(file, "tasks");
+    size_t i;
+    json_t *t;
+    json_array_foreach(
+        sel, i, t) if (!json_object_get(have, json_string_value(json_object_get(t, "task_id"))))
+        json_array_append(todo, t);
+    fprintf(stderr, "kgym-bench: %zu tasks selected, %zu in %s already, %zu to measure\n",
+            json_array_size(sel), json_array_size(sel) - json_array_size(todo), out_file,
+            json_array_size(todo));
+    int jobs = o->jobs > 0 ? o->jobs : bench_default_jobs(h, o);
+    int warm_jobs = o->warmup_jobs >= 0 ? o->warmup_jobs : 4 * jobs;
+    phase warm = {.o = o, .url = sc.url, .warmup = true, .todo = todo};
+    if (warm_jobs > 0 && json_array_size(todo) > 0) {
+        fprintf(stderr, "kgym-bench: warm-ups (torch.compile, untimed), %d at a time\n", warm_jobs);
+        run_phase(&warm, warm_jobs);
+    }
+    phase meas = {.o = o, .url = sc.url, .todo = todo, .file = file, .out_file = out_file};
+    if (!bench_stopping() && json_array_size(todo) > 0) {
+        fprintf(stderr, "kgym-bench: measurements, %d at a time\n", jobs);
+        run_phase(&meas, jobs);
+    }
+    json_decref(todo);
+    fprintf(stderr, "kgym-bench: %zu measured, %zu failed (%zu warm-ups failed), %zu in %s\n",
+            meas.done, meas.failed, warm.failed, json_object_size(have), out_file);
+    rc = bench_stopping() ? EXIT_INTERRUPTED : meas.failed ? EXIT_INFRA : EXIT_OK;
+    if (rc == EXIT_INTERRUPTED)
+        fprintf(stderr, "kgym-bench: interrupted; run the same command again to resume\n");
+out:
+    json_decref(sel);
+    json_decref(file);
+    bench_http_free(h);
+    bench_server_disconnect(&sc);
+    return rc;
+}

@@ -1,0 +1,166 @@
+/* common: see common.h. */
+#include "bench/common.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "bench/local_server.h"
+#include "util/text.h"
+
+static atomic_int g_stop; /* SIGINT/SIGTERM: finish the tasks in flight, start no new one */
+
+bool bench_stopping(void)
+{
+    return atomic_load(&g_stop) != 0;
+}
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    atomic_store(&g_stop, 1);
+}
+
+void bench_install_signals(void)
+{
+    struct sigaction sa = {0};
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+/* mkdir -p */
+int bench_make_dirs(const char *path)
+{
+    char p[PATH_MAX];
+    if (!text_fmt(p, sizeof p, "%s", path))
+        return -1;
+    for (char *s = p + 1; *s; s++) {
+        if (*s == '/') {
+            *s = '\0';
+            if (mkdir(p, 0755) != 0 && errno != EEXIST)
+                return -1;
+            *s = '/';
+        }
+    }
+    return mkdir(p, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+/* ---- the server --------------------------------------------------------------------------- */
+
+int bench_server_connect(const bench_opts *o, bench_server *sc)
+{
+    sc->own_pid = -1;
+    if (o->server_url) {
+        text_fmt(sc->url, sizeof sc->url, "%s", o->server_url);
+        return 0;
+    }
+    char err[1024];
+    fprintf(stderr, "kgym-bench: starting kgym-env (log: %s/server.log)\n", o->out_dir);
+    sc->own_pid = local_server_start(o, sc->url, sizeof sc->url, err, sizeof err);
+    if (sc->own_pid < 0) {
+        fprintf(stderr, "kgym-bench: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+void bench_server_disconnect(bench_server *sc)
+{
+    if (sc->own_pid > 0)
+        local_server_stop(sc->own_pid);
+}
+
+/* ---- task selection ----------------------------------------------------------------------- */
+
+static bool selected(const bench_opts *o, const char *id, int level)
+{
+    if (o->levels && (level <= 0 || level > 30 || !(o->levels & (1u << level))))
+        return false;
+    if (o->n_only == 0)
+        return true;
+    for (int i = 0; i < o->n_only; i++)
+        if (strcmp(o->only[i], id) == 0)
+            return true;
+    return false;
+}
+
+/* The server's catalogue, filtered: an array of {id, name, level}. NULL on error (printed). */
+json_t *bench_fetch_tasks(bench_http *h, const bench_opts *o)
+{
+    char err[1024];
+    json_t *reply = NULL;
+    const char *path = o->kernelbench && !o->tasks ? "/v1/tasks?suite=kernelbench&limit=1000000"
+                                                   : "/v1/tasks?limit=1000000";
+    long st = bench_http_json(h, "GET", path, NULL, &reply, err, sizeof err);
+    json_t *all = json_object_get(reply, "tasks");
+    if (st != 200 || !json_is_array(all)) {
+        fprintf(stderr, "kgym-bench: cannot list the server's tasks: %s\n",
+                st < 0 ? err : bench_http_error_message(reply));
+        json_decref(reply);
+        return NULL;
+    }
+    json_t *out = json_array();
+    size_t i;
+    json_t *t;
+    json_array_foreach(all, i, t)
+    {
+        const char *id = json_string_value(json_object_get(t, "id"));
+        int level = (int)json_integer_value(json_object_get(t, "level"));
+        const char *suite = json_string_value(json_object_get(t, "suite"));
+        /* --tasks on a server that also serves KernelBench: the task store's tasks only */
+        bool other_suite =
+            o->tasks && !o->kernelbench && suite && strcmp(suite, "kernelbench") == 0;
+        if (id && !other_suite && selected(o, id, level))
+            json_array_append_new(out, json_pack("{s:s, s:s, s:i}", "task_id", id, "name",
+                                                 json_string_value(json_object_get(t, "name"))
+                                                     ? json_string_value(json_object_get(t, "name"))
+                                                     : "",
+                                                 "level", level));
+    }
+    json_decref(reply);
+    for (int k = 0; k < o->n_only; k++) {
+        bool found = false;
+        json_array_foreach(out, i, t) found |=
+            strcmp(json_string_value(json_object_get(t, "task_id")), o->only[k]) == 0;
+        if (!found)
+            fprintf(stderr, "kgym-bench: warning: --only %s: no such task (or not in --levels)\n",
+                    o->only[k]);
+    }
+    return out;
+}
+
+double bench_num(const json_t *o, const char *k)
+{
+    const json_t *v = json_object_get(o, k);
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+/* Parallel evaluations: one per GPU the server has (its leases keep them exclusive), 1 on CPU. */
+int bench_default_jobs(bench_http *h, const bench_opts *o)
+{
+    if (strcmp(o->variant, "cpu") == 0)
+        return 1;
+    char err[256];
+    json_t *reply = NULL;
+    long st = bench_http_json(h, "GET", "/v1/health", NULL, &reply, err, sizeof err);
+    size_t n = st == 200 ? json_array_size(json_object_get(reply, "gpus")) : 0;
+    json_decref(reply);
+    return n > 0 ? (int)n : 1;
+}
+
+int bench_write_json(const char *path, const json_t *v)
+{
+    char tmp[PATH_MAX + 8];
+    text_fmt(tmp, sizeof tmp, "%s.tmp", path);
+    if (json_dump_file(v, tmp, JSON_INDENT(1) | JSON_REAL_PRECISION(8)) != 0)
+        return -1;
+    return rename(tmp, path);
+}

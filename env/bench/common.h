@@ -1,0 +1,48 @@
+/* common: what kgym-bench's commands (run, baselines) share: signals, the server they talk to
+ * (the caller's or a private one), the selected tasks, the default parallelism, atomic JSON
+ * files. */
+#ifndef KGYM_BENCH_COMMON_H
+#define KGYM_BENCH_COMMON_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "bench/http.h"
+#include "bench/run.h"
+
+#define EXIT_OK 0
+#define EXIT_SETUP 1
+#define EXIT_INFRA 2
+#define EXIT_INTERRUPTED 3
+
+/* SIGINT/SIGTERM set a flag (bench_stopping): tasks in flight finish, no new one starts. */
+void bench_install_signals(void);
+bool bench_stopping(void);
+
+/* mkdir -p. Returns 0 or -1 (errno set). */
+int bench_make_dirs(const char *path);
+
+typedef struct bench_server {
+    char url[256];
+    pid_t own_pid; /* > 0: ours, stopped at the end */
+} bench_server;
+
+/* The caller's server (--server) or a private one started for this run. 0, or -1 (printed). */
+int bench_server_connect(const bench_opts *o, bench_server *sc);
+void bench_server_disconnect(bench_server *sc);
+
+/* The server's catalogue, filtered by --levels/--only: an array of {task_id, name, level}.
+ * NULL on error (printed). */
+json_t *bench_fetch_tasks(bench_http *h, const bench_opts *o);
+
+/* Parallel evaluations: one per GPU the server has (its leases keep them exclusive), 1 on CPU. */
+int bench_default_jobs(bench_http *h, const bench_opts *o);
+
+/* A number field, or NaN when absent or not a number. */
+double bench_num(const json_t *o, const char *k);
+
+/* Writes v to path through path.tmp and a rename. 0 or -1. */
+int bench_write_json(const char *path, const json_t *v);
+
+#endif
