@@ -1,5 +1,6 @@
-/* baselines: kgym-bench baselines (see run.h). Two phases over the selected tasks the output
- * file does not hold yet:
+/* baselines: kgym-bench baselines (see run.h). Two phases over each batch of the selected tasks
+ * the output file does not hold yet (batches, so that an interrupted run keeps the measurements
+ * of the batches it finished, and a warm-up's cache is used while it is fresh):
  *   1. warm-ups, --warmup-jobs at a time: torch.compile compiles each reference once, untimed;
  *      the server runs them under shared GPU leases, so they overlap each other but never a
  *      timing, and fill Inductor's on-disk caches;
@@ -19,9 +20,10 @@ typedef struct phase {
     const bench_opts *o;
     const char *url;
     bool warmup;
-    json_t *todo; /* array of {task_id, name, level} */
-    size_t next, done, failed;
-    json_t *file; /* measurements: the output document, updated as results come */
+    json_t *todo;        /* array of {task_id, name, level} */
+    size_t next, end;    /* this batch: todo[next..end) */
+    size_t done, failed; /* over the whole command */
+    json_t *file;        /* measurements: the output document, updated as results come */
     const char *out_file;
     double t0_ms;
     pthread_mutex_t lock;
@@ -115,7 +117,7 @@ static void *phase_worker(void *arg)
     for (; h && body;) {
         pthread_mutex_lock(&p->lock);
         size_t i = p->next;
-        bool go = i < json_array_size(p->todo) && !bench_stopping();
+        bool go = i < p->end && !bench_stopping();
         if (go)
             p->next++;
         pthread_mutex_unlock(&p->lock);
@@ -128,17 +130,17 @@ static void *phase_worker(void *arg)
     return NULL;
 }
 
-static void run_phase(phase *p, int jobs)
+/* Runs the phase over todo[begin..end), jobs at a time. */
+static void run_phase(phase *p, size_t begin, size_t end, int jobs)
 {
-    pthread_mutex_init(&p->lock, NULL);
-    p->t0_ms = text_mono_ms();
+    p->next = begin;
+    p->end = end;
     pthread_t th[64];
     int n = jobs < 1 ? 1 : jobs > 64 ? 64 : jobs;
     for (int k = 0; k < n; k++)
         pthread_create(&th[k], NULL, phase_worker, p);
     for (int k = 0; k < n; k++)
         pthread_join(th[k], NULL);
-    pthread_mutex_destroy(&p->lock);
 }
 
 /* The output file as it stands (resumable), or a new document. */
@@ -179,16 +181,30 @@ int bench_baselines(const bench_opts *o, const char *out_file)
             json_array_size(todo));
     int jobs = o->jobs > 0 ? o->jobs : bench_default_jobs(h, o);
     int warm_jobs = o->warmup_jobs >= 0 ? o->warmup_jobs : 4 * jobs;
-    phase warm = {.o = o, .url = sc.url, .warmup = true, .todo = todo};
-    if (warm_jobs > 0 && json_array_size(todo) > 0) {
-        fprintf(stderr, "kgym-bench: warm-ups (torch.compile, untimed), %d at a time\n", warm_jobs);
-        run_phase(&warm, warm_jobs);
+    size_t n = json_array_size(todo), batch = (size_t)(warm_jobs > jobs ? 2 * warm_jobs : 2 * jobs);
+    phase warm = {.o = o, .url = sc.url, .warmup = true, .todo = todo, .t0_ms = text_mono_ms()};
+    phase meas = {.o = o,
+                  .url = sc.url,
+                  .todo = todo,
+                  .file = file,
+                  .out_file = out_file,
+                  .t0_ms = text_mono_ms()};
+    pthread_mutex_init(&warm.lock, NULL);
+    pthread_mutex_init(&meas.lock, NULL);
+    if (n > 0)
+        fprintf(stderr,
+                "kgym-bench: in batches of %zu: torch.compile warm-ups (untimed, %d at a time), "
+                "then measurements (%d at a time)\n",
+                batch, warm_jobs, jobs);
+    for (size_t b = 0; b < n && !bench_stopping(); b += batch) {
+        size_t e = b + batch < n ? b + batch : n;
+        if (warm_jobs > 0)
+            run_phase(&warm, b, e, warm_jobs);
+        if (!bench_stopping())
+            run_phase(&meas, b, e, jobs);
     }
-    phase meas = {.o = o, .url = sc.url, .todo = todo, .file = file, .out_file = out_file};
-    if (!bench_stopping() && json_array_size(todo) > 0) {
-        fprintf(stderr, "kgym-bench: measurements, %d at a time\n", jobs);
-        run_phase(&meas, jobs);
-    }
+    pthread_mutex_destroy(&warm.lock);
+    pthread_mutex_destroy(&meas.lock);
     json_decref(todo);
     fprintf(stderr, "kgym-bench: %zu measured, %zu failed (%zu warm-ups failed), %zu in %s\n",
             meas.done, meas.failed, warm.failed, json_object_size(have), out_file);

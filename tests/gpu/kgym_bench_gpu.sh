@@ -5,6 +5,10 @@
 #   tests/gpu/kgym_bench_gpu.sh OUT_DIR [KERNELBENCH_JSONL]
 # Binaries from $KGYM_BIN (default build/); a Python with torch from $KGYM_PYTHON (default the
 # python3 on PATH); the build cache (objects, PCH, baselines) in $KGYM_CACHE (default OUT/cache).
+# $KGYM_JOBS: each client's parallel tasks (default 2). $KGYM_BASELINES=FILE: a third client
+# measures the baselines of KernelBench levels $KGYM_BASELINES_LEVELS (default 1,2) into FILE,
+# resuming from what it holds. $KGYM_DEADLINE_S: every client is interrupted (SIGINT: the tasks
+# in flight finish, the results so far are written) after that many seconds.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:?usage: $0 OUT_DIR [KERNELBENCH_JSONL]}
@@ -18,7 +22,8 @@ mkdir -p "$OUT" "$CACHE"
     --build-cache "$CACHE" --tasks dataset/tasks --kernelbench "$KB" --idle-timeout 0 --quiet \
     2> "$OUT/server.log" &
 SERVER=$!
-trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null || true' EXIT
+# the clients are done (or interrupted) by then: no drain to wait for, the state is throwaway
+trap 'kill -9 $SERVER 2>/dev/null; wait $SERVER 2>/dev/null || true' EXIT
 for _ in $(seq 1200); do
     PORT=$(sed -n 's/.*"event":"listening".*"port":\([0-9]*\).*/\1/p' "$OUT/server.log" | head -1)
     [ -n "$PORT" ] && break
@@ -27,16 +32,27 @@ for _ in $(seq 1200); do
 done
 [ -n "${PORT:-}" ] || { echo "the server did not start"; cat "$OUT/server.log"; exit 1; }
 URL=http://127.0.0.1:$PORT
+JOBS=${KGYM_JOBS:-2}
+client() { if [ -n "${KGYM_DEADLINE_S:-}" ]; then timeout -s INT "$KGYM_DEADLINE_S" "$@"; else "$@"; fi; }
 # builds overlap with other tasks' timing; the lease makes the timing itself exclusive
-"$BIN/kgym-bench" run --server "$URL" --tasks dataset/tasks --solutions solutions/bundled \
-    --out "$OUT/bundled" --jobs 2 --task-timeout 600 > "$OUT/bundled.txt" 2> "$OUT/bundled.log" &
+client "$BIN/kgym-bench" run --server "$URL" --tasks dataset/tasks --solutions solutions/bundled \
+    --out "$OUT/bundled" --jobs "$JOBS" --task-timeout "${KGYM_TASK_TIMEOUT:-600}" > "$OUT/bundled.txt" 2> "$OUT/bundled.log" &
 B1=$!
-"$BIN/kgym-bench" run --server "$URL" --kernelbench "$KB" --solutions solutions/kernelbench \
+client "$BIN/kgym-bench" run --server "$URL" --kernelbench "$KB" --solutions solutions/kernelbench \
     --only "$(cd solutions/kernelbench && ls -d level*/[0-9]* | sed 's#level\([0-9]\)/\([0-9]*\)#kb/L\1/\2#' | paste -sd,)" \
-    --out "$OUT/kernelbench" --jobs 2 --task-timeout 600 > "$OUT/kernelbench.txt" 2> "$OUT/kernelbench.log" &
+    --out "$OUT/kernelbench" --jobs "$JOBS" --task-timeout "${KGYM_TASK_TIMEOUT:-600}" > "$OUT/kernelbench.txt" 2> "$OUT/kernelbench.log" &
 B2=$!
+B3=
+if [ -n "${KGYM_BASELINES:-}" ]; then
+    client "$BIN/kgym-bench" baselines --server "$URL" --kernelbench "$KB" \
+        --levels "${KGYM_BASELINES_LEVELS:-1,2}" --file "$KGYM_BASELINES" --out "$OUT/baselines" \
+        --task-timeout 600 2> "$OUT/baselines.log" &
+    B3=$!
+fi
 rc=0
 wait $B1 || rc=$?
 wait $B2 || rc=$?
+[ -z "$B3" ] || wait $B3 || rc=$?
 for part in bundled kernelbench; do echo "== $part"; cat "$OUT/$part.txt"; done
+[ -z "$B3" ] || { echo "== baselines"; tail -3 "$OUT/baselines.log"; }
 exit $rc
