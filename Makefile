@@ -18,9 +18,9 @@ PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
 CSTD     := -std=c11 -D_GNU_SOURCE
 WARN     := -Wall -Wextra $(WERROR) -Wshadow -Wformat=2 -Wno-format-nonliteral
-CPPFLAGS := -Ienv $(PKG_CFLAGS)
+CPPFLAGS := -Ienv -I. $(PKG_CFLAGS)
 CFLAGS   ?= -O2 -g
-LDLIBS   := $(PKG_LIBS) -lpthread -lseccomp -lcap -lcrypto -lm
+LDLIBS   := $(PKG_LIBS) -lpthread -lseccomp -lcap -lcrypto -lutf8proc -lm -fopenmp
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
 # The env server's library: every env/ source but the CLI entry point.
@@ -37,14 +37,28 @@ BENCH_OBJS := $(BENCH_SRCS:%.c=$(BUILD)/obj/%.o)
 BENCH_SAN_OBJS := $(BENCH_SRCS:%.c=$(BUILD)/san/%.o)
 KGYM_BENCH := $(BUILD)/kgym-bench
 
+# The policy (policy/): model formats, tokenizer, chat templates, the CPU reference; its CLI
+# is policy/cli/. OpenMP for the CPU reference's loops.
+POLICY_SRCS := $(sort $(wildcard policy/*.c))
+POLICY_OBJS := $(POLICY_SRCS:%.c=$(BUILD)/obj/%.o)
+POLICY_SAN_OBJS := $(POLICY_SRCS:%.c=$(BUILD)/san/%.o)
+POLICY_CLI_SRCS := $(sort $(wildcard policy/cli/*.c))
+KGYM_POLICY := $(BUILD)/kgym-policy
+$(POLICY_OBJS) $(POLICY_SAN_OBJS) $(POLICY_CLI_SRCS:%.c=$(BUILD)/obj/%.o): CFLAGS += -fopenmp
+$(POLICY_SAN_OBJS): SANFLAGS_EXTRA := -fopenmp
+# Fuzz targets (clang's libFuzzer): tests/fuzz/fuzz_*.c over the policy's parsers.
+FUZZ_SRCS := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=$(BUILD)/fuzz/%)
+FUZZ_LIB_SRCS := $(POLICY_SRCS) env/util/strbuf.c env/util/fileio.c env/util/text.c
+
 KGYM_ENV := $(BUILD)/kgym-env
 # The sandbox launcher: its own small program (env/launcher/), sharing the profile code.
 LAUNCHER_SRCS := $(wildcard env/launcher/*.c) env/sandbox/profile.c env/sandbox/seccomp.c \
                  env/util/strbuf.c env/util/fileio.c
 KGYM_SANDBOX := $(BUILD)/kgym-sandbox
 
-.PHONY: all run test test-gpu bench clean deps venv unit unit-san format help
-all: $(KGYM_ENV) $(KGYM_SANDBOX) $(KGYM_BENCH)
+.PHONY: all run test test-gpu bench clean deps venv unit unit-san format help fuzz
+all: $(KGYM_ENV) $(KGYM_SANDBOX) $(KGYM_BENCH) $(KGYM_POLICY)
 
 help:
 	@echo "make            build $(KGYM_ENV)"
@@ -61,7 +75,7 @@ $(BUILD)/obj/%.o: %.c
 
 $(BUILD)/san/%.o: %.c
 	@mkdir -p $(@D)
-	$(CC) $(CSTD) $(WARN) $(CPPFLAGS) -O1 -g $(SAN) -MMD -MP -c $< -o $@
+	$(CC) $(CSTD) $(WARN) $(CPPFLAGS) -O1 -g $(SAN) $(SANFLAGS_EXTRA) -MMD -MP -c $< -o $@
 
 $(KGYM_ENV): $(BUILD)/obj/env/main.o $(ENV_OBJS)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
@@ -69,14 +83,29 @@ $(KGYM_ENV): $(BUILD)/obj/env/main.o $(ENV_OBJS)
 $(KGYM_BENCH): $(BUILD)/obj/env/bench/main.o $(BENCH_OBJS) $(ENV_OBJS)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) -lcurl
 
+$(KGYM_POLICY): $(POLICY_CLI_SRCS:%.c=$(BUILD)/obj/%.o) $(POLICY_OBJS) $(filter $(BUILD)/obj/env/util/%,$(ENV_OBJS))
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+# The policy suite's checker (tests/policy/policy_check.c): dumps what the pytest tests compare
+# against HF transformers and PyTorch (gradients, optimizer steps) as safetensors/JSON.
+POLICY_CHECK := $(BUILD)/tests/policy-check
+$(POLICY_CHECK): $(BUILD)/obj/tests/policy/policy_check.o $(POLICY_OBJS) $(filter $(BUILD)/obj/env/util/%,$(ENV_OBJS))
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+$(BUILD)/obj/tests/policy/policy_check.o: CFLAGS += -fopenmp
+
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRCS)
+	@mkdir -p $(@D)
+	clang $(CSTD) $(CPPFLAGS) -O1 -g -fsanitize=fuzzer,address,undefined -o $@ $^ \
+	    $(PKG_LIBS) -lutf8proc -lm
+
 $(KGYM_SANDBOX): $(LAUNCHER_SRCS:%.c=$(BUILD)/obj/%.o)
 	$(CC) $(CFLAGS) -o $@ $^ -lseccomp -lcap
 
-$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(ENV_OBJS) $(BENCH_OBJS)
+$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(ENV_OBJS) $(BENCH_OBJS) $(POLICY_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) -lcurl -lcmocka
 
-$(BUILD)/san/tests/%: $(BUILD)/san/tests/unit/%.o $(SAN_OBJS) $(BENCH_SAN_OBJS)
+$(BUILD)/san/tests/%: $(BUILD)/san/tests/unit/%.o $(SAN_OBJS) $(BENCH_SAN_OBJS) $(POLICY_SAN_OBJS)
 	@mkdir -p $(@D)
 	$(CC) -g $(SAN) -o $@ $^ $(LDLIBS) -lcurl -lcmocka
 
@@ -98,8 +127,10 @@ run: deps
 	    --sandbox-python "$$(mk/venv.sh)/bin/python" $(SERVE_ARGS)
 
 test: deps
-	@$(MAKE) --no-print-directory all $(UNIT_BINS) $(UNIT_SAN_BINS)
+	@$(MAKE) --no-print-directory all $(UNIT_BINS) $(UNIT_SAN_BINS) $(FUZZ_BINS) $(POLICY_CHECK)
 	@mk/test.sh
+
+fuzz: $(FUZZ_BINS)
 
 # The GPU suites need only the machine's torch so far (GPU machines have no package registry).
 test-gpu:

@@ -3,7 +3,7 @@
 # itself; otherwise it prints the exact command and fails.
 set -euo pipefail
 PACKAGES=(build-essential pkg-config libmicrohttpd-dev libjansson-dev libpcre2-dev libcmocka-dev
-          libseccomp-dev libcap-dev libssl-dev libcurl4-openssl-dev
+          libseccomp-dev libcap-dev libssl-dev libcurl4-openssl-dev libutf8proc-dev clang
           python3 python3-dev python3-venv python3-pip curl jq ca-certificates)
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -33,6 +33,8 @@ run_suite tasks         "$venv/bin/python" -m pytest -q -p no:cacheprovider test
 run_suite sandbox       "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/sandbox
 run_suite harness       "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/harness
 run_suite kgym-bench    "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/kgym_bench
+run_suite policy        "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/policy
+run_suite fuzz          mk/fuzz.sh
 
 echo
 echo "=== make test summary (times per suite)"

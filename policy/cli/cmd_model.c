@@ -1,0 +1,793 @@
+/* kgym-policy inspect / generate / score / chat: a checkpoint's contents, and the CPU reference
+ * model run on it (policy/model.h) with the tokenizer and chat templates of policy/. */
+#include "cmds.h"
+
+#include "policy/chat.h"
+#include "policy/model.h"
+#include "policy/tokenizer.h"
+#include "util/strbuf.h"
+#include "util/text.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define ERRCAP 1024
+
+static const char INSPECT_HELP[] =
+    "usage: kgym-policy inspect PATH [--json]\n"
+    "\n"
+    "Shows a checkpoint: its config (when PATH is a folder with config.json), every tensor with\n"
+    "dtype, shape and size, the parameter count, and whether the CPU reference would load it\n"
+    "(the first missing, misshapen or unexpected tensor). Needs no tokenizer.\n"
+    "\n"
+    "  PATH    a model folder, a model.safetensors file or a model.safetensors.index.json\n"
+    "  --json  one JSON object instead of text\n"
+    "\n"
+    "exit status: 0 ok (even when the check finds a problem), 1 unreadable checkpoint, 2 usage\n";
+
+static const char SAMPLING_HELP[] =
+    "  --max-new N        new tokens at most (default 64)\n"
+    "  --temperature T    sample at temperature T (default 0: greedy)\n"
+    "  --top-k K          sample among the K most likely tokens (default: all)\n"
+    "  --top-p P          sample among the most likely tokens holding mass P (default 1)\n"
+    "  --seed S           the sampler's seed (default 0): the same seed gives the same tokens\n";
+
+static const char GENERATE_HELP[] =
+    "usage: kgym-policy generate --model DIR [--tokenizer DIR] (--prompt TEXT | --ids JSON)\n"
+    "                            [--max-new N] [--temperature T --top-k K --top-p P --seed S]\n"
+    "                            [--json]\n"
+    "\n"
+    "Continues a prompt with the CPU reference model (fp32, KV cache). Greedy by default; stops\n"
+    "at an EOS id of config.json / generation_config.json or after --max-new tokens. Embedding\n"
+    "rows past the tokenizer's vocabulary (padding) are never chosen.\n"
+    "\n"
+    "  --model DIR        HF folder: config.json + model.safetensors (or sharded)\n"
+    "  --tokenizer DIR    tokenizer.json or its folder (default: the model folder's, if any)\n"
+    "  --prompt TEXT      the prompt, encoded with special tokens recognised (needs a tokenizer)\n"
+    "  --ids JSON         the prompt as token ids, e.g. '[1, 2, 3]'\n"
+    "%s"
+    "  --json             {\"prompt_ids\", \"ids\", \"text\", \"finish_reason\", "
+    "\"tokens_per_s\"}\n"
+    "\n"
+    "Prints the generated text (or, without a tokenizer, the ids as JSON).\n"
+    "exit status: 0 ok, 1 error (checkpoint or tokenizer refused, bad ids), 2 usage\n";
+
+static const char SCORE_HELP[] =
+    "usage: kgym-policy score --model DIR [--tokenizer DIR] (--text TEXT | --ids JSON)\n"
+    "\n"
+    "Prints, as JSON, each token's log-probability given the tokens before it (null for the\n"
+    "first): {\"ids\", \"logprobs\", \"sum\"} (+ \"tokens\" with a tokenizer).\n"
+    "\n"
+    "  --model DIR        HF folder: config.json + model.safetensors (or sharded)\n"
+    "  --tokenizer DIR    tokenizer.json or its folder (default: the model folder's, if any)\n"
+    "  --text TEXT        the text, encoded with special tokens recognised (needs a tokenizer)\n"
+    "  --ids JSON         token ids, e.g. '[1, 2, 3]'\n"
+    "\n"
+    "exit status: 0 ok, 1 error, 2 usage\n";
+
+static const char CHAT_HELP[] =
+    "usage: kgym-policy chat --model DIR --template qwen3|qwen2.5|llama3 [--tokenizer DIR]\n"
+    "                        [--tools FILE] [--no-thinking] [--max-new N] [sampling] [--json]\n"
+    "\n"
+    "Reads a conversation on stdin (a JSON array of messages, or {\"messages\": [...], \"tools\":\n"
+    "[...]}), renders it with the chat template (generation prompt added), generates the\n"
+    "assistant's turn and prints its text, then one line per tool call parsed out of it.\n"
+    "\n"
+    "  --model DIR        HF folder: config.json + model.safetensors (or sharded)\n"
+    "  --template NAME    qwen3, qwen2.5 or llama3\n"
+    "  --tokenizer DIR    tokenizer.json or its folder (default: the model folder's)\n"
+    "  --tools FILE       the tools (a JSON array of OpenAI-style function specs)\n"
+    "  --no-thinking      Qwen3: enable_thinking=false (the empty <think></think> block)\n"
+    "%s"
+    "  --json             {\"text\", \"content\", \"tool_calls\", \"tool_call_errors\", \"ids\",\n"
+    "                     \"prompt_ids\", \"finish_reason\"}\n"
+    "\n"
+    "exit status: 0 ok, 1 error, 2 usage\n";
+
+/* ---- arguments ---- */
+
+typedef struct {
+    const char *name;
+    bool takes_value;
+    const char **value; /* takes_value */
+    bool *set;          /* a flag */
+} opt_spec;
+
+/* Parses argv into specs; positional arguments go to *positional (at most one). Returns 0 to go
+ * on, 1 after printing help (exit 0), 2 on a usage error (printed). */
+static int parse_args(const char *cmd, const char *help, int argc, char **argv,
+                      const opt_spec *specs, size_t n, const char **positional)
+{
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(help, stdout);
+            return 1;
+        }
+        size_t k = 0;
+        while (k < n && strcmp(a, specs[k].name))
+            k++;
+        if (k == n && a[0] != '-' && positional && !*positional) {
+            *positional = a;
+            continue;
+        }
+        if (k == n) {
+            fprintf(stderr, "kgym-policy %s: unknown argument '%s' (see --help)\n", cmd, a);
+            return 2;
+        }
+        if (!specs[k].takes_value) {
+            *specs[k].set = true;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "kgym-policy %s: %s needs a value\n", cmd, a);
+            return 2;
+        }
+        *specs[k].value = argv[++i];
+    }
+    return 0;
+}
+
+static int usage_error(const char *cmd, const char *what)
+{
+    fprintf(stderr, "kgym-policy %s: %s (see --help)\n", cmd, what);
+    return 2;
+}
+
+static int fail(const char *cmd, const char *err)
+{
+    fprintf(stderr, "kgym-policy %s: %s\n", cmd, err);
+    return 1;
+}
+
+static bool parse_long(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_float(const char *s, double lo, double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= lo && v <= hi))
+        return false;
+    *out = v;
+    return true;
+}
+
+/* Sampling options shared by generate and chat. */
+typedef struct {
+    const char *max_new, *temperature, *top_k, *top_p, *seed;
+} sampling_args;
+
+static int sampling_from(const char *cmd, const sampling_args *a, pol_gen_opts *o)
+{
+    long max_new = 64, top_k = 0, seed = 0;
+    double t = 0, top_p = 1;
+    if (a->max_new && !parse_long(a->max_new, 0, 1 << 20, &max_new))
+        return usage_error(cmd, "--max-new takes a count 0..1048576");
+    if (a->temperature && !parse_float(a->temperature, 0, 1e6, &t))
+        return usage_error(cmd, "--temperature takes a number >= 0");
+    if (a->top_k && !parse_long(a->top_k, 0, 1L << 30, &top_k))
+        return usage_error(cmd, "--top-k takes a count >= 0");
+    if (a->top_p && !parse_float(a->top_p, 0, 1, &top_p))
+        return usage_error(cmd, "--top-p takes a number in [0, 1]");
+    if (a->seed && !parse_long(a->seed, 0, 0x7fffffffffffffffL, &seed))
+        return usage_error(cmd, "--seed takes a number >= 0");
+    o->max_new = (int)max_new;
+    o->sample =
+        (pol_sample_cfg){.temperature = (float)t, .top_k = (int)top_k, .top_p = (float)top_p};
+    o->seed = (uint64_t)seed;
+    return 0;
+}
+
+/* ---- shared loading ---- */
+
+static bool is_file(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static bool is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* The tokenizer: --tokenizer, else the model folder's tokenizer.json when there is one (then
+ * *tok may stay NULL). required: a missing one is an error. */
+static int load_tokenizer(const char *tok_path, const char *model_dir, bool required, pol_tok **tok,
+                          char *err)
+{
+    char path[4096];
+    *tok = NULL;
+    if (!tok_path) {
+        if (!text_fmt(path, sizeof path, "%s/tokenizer.json", model_dir) || !is_file(path)) {
+            if (required)
+                text_fmt(err, ERRCAP, "%s has no tokenizer.json: pass --tokenizer", model_dir);
+            return required ? -1 : 0;
+        }
+        tok_path = path;
+    }
+    return pol_tok_load(tok_path, tok, err, ERRCAP);
+}
+
+/* ids from a JSON array text. */
+static int parse_ids(const char *text, int32_t **ids, int *n, char *err)
+{
+    json_error_t je;
+    json_t *a = json_loads(text, 0, &je);
+    *ids = NULL;
+    if (!json_is_array(a) || json_array_size(a) == 0 || json_array_size(a) > (1u << 24)) {
+        text_fmt(err, ERRCAP, "--ids: not a non-empty JSON array of ids%s%s", a ? "" : ": ",
+                 a ? "" : je.text);
+        json_decref(a);
+        return -1;
+    }
+    *n = (int)json_array_size(a);
+    *ids = malloc((size_t)*n * sizeof **ids);
+    for (int i = 0; *ids && i < *n; i++) {
+        json_t *v = json_array_get(a, (size_t)i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX) {
+            text_fmt(err, ERRCAP, "--ids: element %d is not a token id", i);
+            free(*ids);
+            *ids = NULL;
+            break;
+        }
+        (*ids)[i] = (int32_t)json_integer_value(v);
+    }
+    json_decref(a);
+    return *ids ? 0 : -1;
+}
+
+/* The prompt: --ids, or --text encoded (special tokens recognised, as HF tokenizers do). */
+static int prompt_ids(const char *ids_json, const char *text, const pol_tok *tok, int32_t **ids,
+                      int *n, char *err)
+{
+    if (ids_json)
+        return parse_ids(ids_json, ids, n, err);
+    if (!tok) {
+        text_fmt(err, ERRCAP, "a text prompt needs a tokenizer: pass --tokenizer");
+        return -1;
+    }
+    size_t count = 0;
+    if (pol_tok_encode(tok, text, strlen(text), true, ids, &count, err, ERRCAP) != 0)
+        return -1;
+    if (count == 0 || count > INT32_MAX) {
+        free(*ids);
+        *ids = NULL;
+        text_fmt(err, ERRCAP, "the text encodes to no tokens");
+        return -1;
+    }
+    *n = (int)count;
+    return 0;
+}
+
+static json_t *ids_json(const int32_t *ids, int n)
+{
+    json_t *a = json_array();
+    for (int i = 0; a && i < n; i++)
+        json_array_append_new(a, json_integer(ids[i]));
+    return a;
+}
+
+static void print_json(json_t *j)
+{
+    char *s = json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII);
+    if (s)
+        puts(s);
+    free(s);
+}
+
+/* ---- inspect ---- */
+
+typedef struct {
+    size_t n_params, bytes, dtype_count[POL_DT_COUNT];
+} st_totals;
+
+static json_t *tensor_json(const pol_tensor *t)
+{
+    json_t *shape = json_array();
+    for (int d = 0; shape && d < t->ndim; d++)
+        json_array_append_new(shape, json_integer(t->shape[d]));
+    return json_pack("{s:s, s:s, s:o, s:I, s:s}", "name", t->name, "dtype",
+                     pol_dtype_name(t->dtype), "shape", shape, "bytes", (json_int_t)t->nbytes,
+                     "file", t->file);
+}
+
+static st_totals totals_of(const pol_st *st)
+{
+    st_totals s = {0};
+    for (size_t i = 0; i < pol_st_count(st); i++) {
+        const pol_tensor *t = pol_st_at(st, i);
+        s.n_params += (size_t)t->numel;
+        s.bytes += t->nbytes;
+        s.dtype_count[t->dtype]++;
+    }
+    return s;
+}
+
+static json_t *config_json(const pol_config *c)
+{
+    json_t *j = json_pack(
+        "{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:b, s:b, s:b, s:s}", "arch",
+        pol_arch_name(c->arch), "vocab_size", c->vocab_size, "hidden", c->hidden, "layers",
+        c->n_layers, "heads", c->n_heads, "kv_heads", c->n_kv_heads, "head_dim", c->head_dim, "ffn",
+        c->ffn, "max_positions", c->max_pos, "rms_eps", (double)c->rms_eps, "rope_theta",
+        c->rope_theta, "tied_embeddings", c->tie_embeddings, "qkv_bias", c->attn_bias, "qk_norm",
+        c->qk_norm, "rope_type", c->rope_type == POL_ROPE_LLAMA3 ? "llama3" : "default");
+    json_t *eos = ids_json(c->eos_ids, c->n_eos);
+    if (j && eos)
+        json_object_set_new(j, "eos_ids", eos);
+    return j;
+}
+
+static void print_config_text(const pol_config *c)
+{
+    printf("config: %s, hidden %d, layers %d, heads %d (kv %d), head_dim %d, ffn %d, vocab %d\n"
+           "        tied embeddings %s, q/k/v bias %s, q/k norm %s, rope theta %g (%s), "
+           "rms eps %g\n",
+           pol_arch_name(c->arch), c->hidden, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim,
+           c->ffn, c->vocab_size, c->tie_embeddings ? "yes" : "no", c->attn_bias ? "yes" : "no",
+           c->qk_norm ? "yes" : "no", c->rope_theta,
+           c->rope_type == POL_ROPE_LLAMA3 ? "llama3 scaling" : "default", (double)c->rms_eps);
+}
+
+static void print_inspect_text(const char *path, const pol_st *st, const pol_config *cfg,
+                               const char *check)
+{
+    st_totals s = totals_of(st);
+    printf("checkpoint: %s\n", path);
+    if (cfg)
+        print_config_text(cfg);
+    printf("tensors: %zu\n", pol_st_count(st));
+    for (size_t i = 0; i < pol_st_count(st); i++) {
+        const pol_tensor *t = pol_st_at(st, i);
+        char shape[96] = "";
+        for (int d = 0; d < t->ndim; d++)
+            text_fmt(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld", d ? ", " : "",
+                     (long long)t->shape[d]);
+        printf("  %-52s %-5s [%s]  %zu B\n", t->name, pol_dtype_name(t->dtype), shape, t->nbytes);
+    }
+    printf("parameters: %zu (%.3f M)\nbytes: %zu (%.3f MiB)\ndtypes:", s.n_params,
+           (double)s.n_params / 1e6, s.bytes, (double)s.bytes / (1 << 20));
+    for (int d = 0; d < POL_DT_COUNT; d++)
+        if (s.dtype_count[d])
+            printf(" %s x %zu", pol_dtype_name((pol_dtype)d), s.dtype_count[d]);
+    printf("\n");
+    if (cfg)
+        printf("check: %s\n", check[0] ? check : "ok (loads as a language model)");
+}
+
+static void print_inspect_json(const char *path, const pol_st *st, const pol_config *cfg,
+                               const char *check)
+{
+    st_totals s = totals_of(st);
+    json_t *tensors = json_array(), *dtypes = json_object();
+    for (size_t i = 0; i < pol_st_count(st); i++)
+        json_array_append_new(tensors, tensor_json(pol_st_at(st, i)));
+    for (int d = 0; d < POL_DT_COUNT; d++)
+        if (s.dtype_count[d])
+            json_object_set_new(dtypes, pol_dtype_name((pol_dtype)d),
+                                json_integer((json_int_t)s.dtype_count[d]));
+    json_t *j = json_pack("{s:s, s:o, s:o, s:I, s:I, s:o}", "path", path, "config",
+                          cfg ? config_json(cfg) : json_null(), "tensors", tensors, "n_params",
+                          (json_int_t)s.n_params, "bytes", (json_int_t)s.bytes, "dtypes", dtypes);
+    if (j && cfg)
+        json_object_set_new(
+            j, "check",
+            json_pack("{s:b, s:s?}", "ok", !check[0], "problem", check[0] ? check : NULL));
+    print_json(j);
+    json_decref(j);
+}
+
+int cmd_inspect(int argc, char **argv)
+{
+    const char *path = NULL;
+    bool as_json = false;
+    opt_spec specs[] = {{"--json", false, NULL, &as_json}};
+    int rc = parse_args("inspect", INSPECT_HELP, argc, argv, specs, 1, &path);
+    if (rc)
+        return rc == 1 ? 0 : 2;
+    if (!path)
+        return usage_error("inspect", "missing PATH");
+    char err[ERRCAP] = "", check[ERRCAP] = "", cfg_path[4096];
+    pol_config cfg;
+    bool has_cfg = is_dir(path) && text_fmt(cfg_path, sizeof cfg_path, "%s/config.json", path) &&
+                   is_file(cfg_path);
+    if (has_cfg && pol_config_load(path, &cfg, err, ERRCAP) != 0)
+        return fail("inspect", err);
+    pol_st *st = NULL;
+    if (pol_st_open(path, &st, err, ERRCAP) != 0)
+        return fail("inspect", err);
+    if (has_cfg && pol_model_check_tensors(&cfg, POL_HEAD_LM, st, path, check, ERRCAP) != 0 &&
+        !check[0])
+        text_fmt(check, ERRCAP, "check failed");
+    if (as_json)
+        print_inspect_json(path, st, has_cfg ? &cfg : NULL, check);
+    else
+        print_inspect_text(path, st, has_cfg ? &cfg : NULL, check);
+    pol_st_free(st);
+    return 0;
+}
+
+/* ---- generate ---- */
+
+/* What generate and chat share: the model, tokenizer, options and the run. */
+typedef struct {
+    pol_model m;
+    pol_tok *tok;
+    pol_gen_opts o;
+    int32_t eos[POL_MAX_EOS * 2];
+    int32_t *prompt, *out;
+    int n_prompt, n_out;
+    bool hit_eos;
+    double secs;
+} gen_run;
+
+static int gen_setup(gen_run *g, const char *model_dir, const char *tok_path, bool need_tok,
+                     char *err)
+{
+    if (!is_dir(model_dir)) {
+        text_fmt(err, ERRCAP, "%s: not a model folder", model_dir);
+        return -1;
+    }
+    if (pol_model_load(&g->m, model_dir, POL_HEAD_LM, err, ERRCAP) != 0)
+        return -1;
+    if (load_tokenizer(tok_path, model_dir, need_tok, &g->tok, err) != 0)
+        return -1;
+    g->o.n_eos = pol_model_eos_ids(&g->m, g->eos, (int)(sizeof g->eos / sizeof g->eos[0]));
+    g->o.eos = g->eos;
+    g->o.n_valid = g->tok ? (int)pol_tok_vocab_size(g->tok) : 0;
+    return 0;
+}
+
+static void gen_free(gen_run *g)
+{
+    pol_model_deinit(&g->m);
+    pol_tok_free(g->tok);
+    free(g->prompt);
+    free(g->out);
+}
+
+static int gen_run_once(gen_run *g, char *err)
+{
+    double t0 = text_mono_ms();
+    int rc = pol_model_generate(&g->m, g->prompt, g->n_prompt, &g->o, &g->out, &g->n_out,
+                                &g->hit_eos, err, ERRCAP);
+    g->secs = (text_mono_ms() - t0) / 1000.0;
+    return rc;
+}
+
+/* The generated text (a final EOS left out), or NULL without a tokenizer / on error. */
+static char *gen_text(const gen_run *g, char *err)
+{
+    if (!g->tok)
+        return NULL;
+    char *text = NULL;
+    size_t len = 0;
+    size_t n = (size_t)g->n_out - (g->hit_eos ? 1 : 0);
+    if (pol_tok_decode(g->tok, g->out, n, false, &text, &len, err, ERRCAP) != 0)
+        return NULL;
+    return text;
+}
+
+/* Generated text as a JSON string: each byte that is not valid UTF-8 becomes U+FFFD. */
+static json_t *text_json(const char *text)
+{
+    char *s = text_sanitize_utf8(text, strlen(text));
+    json_t *j = s ? json_string(s) : json_null();
+    free(s);
+    return j;
+}
+
+int cmd_generate(int argc, char **argv)
+{
+    const char *model = NULL, *tok_path = NULL, *prompt = NULL, *ids = NULL;
+    sampling_args sa = {0};
+    bool as_json = false;
+    opt_spec specs[] = {
+        {"--model", true, &model, NULL},        {"--tokenizer", true, &tok_path, NULL},
+        {"--prompt", true, &prompt, NULL},      {"--ids", true, &ids, NULL},
+        {"--max-new", true, &sa.max_new, NULL}, {"--temperature", true, &sa.temperature, NULL},
+        {"--top-k", true, &sa.top_k, NULL},     {"--top-p", true, &sa.top_p, NULL},
+        {"--seed", true, &sa.seed, NULL},       {"--json", false, NULL, &as_json}};
+    char help[4096];
+    text_fmt(help, sizeof help, GENERATE_HELP, SAMPLING_HELP);
+    int rc = parse_args("generate", help, argc, argv, specs, sizeof specs / sizeof specs[0], NULL);
+    if (rc)
+        return rc == 1 ? 0 : 2;
+    if (!model)
+        return usage_error("generate", "missing --model");
+    if (!prompt == !ids)
+        return usage_error("generate", "give one of --prompt and --ids");
+    gen_run g = {0};
+    if (sampling_from("generate", &sa, &g.o) != 0)
+        return 2;
+    char err[ERRCAP] = "";
+    char *text = NULL;
+    rc = 1;
+    if (gen_setup(&g, model, tok_path, prompt != NULL, err) != 0 ||
+        prompt_ids(ids, prompt, g.tok, &g.prompt, &g.n_prompt, err) != 0 ||
+        gen_run_once(&g, err) != 0)
+        goto done;
+    text = gen_text(&g, err);
+    if (g.tok && !text)
+        goto done;
+    rc = 0;
+    if (as_json) {
+        json_t *j =
+            json_pack("{s:o, s:o, s:s, s:f}", "prompt_ids", ids_json(g.prompt, g.n_prompt), "ids",
+                      ids_json(g.out, g.n_out), "finish_reason", g.hit_eos ? "eos" : "length",
+                      "tokens_per_s", g.secs > 0 ? g.n_out / g.secs : 0.0);
+        if (j && text)
+            json_object_set_new(j, "text", text_json(text));
+        print_json(j);
+        json_decref(j);
+    } else if (text) {
+        fwrite(text, 1, strlen(text), stdout);
+        putchar('\n');
+    } else {
+        json_t *a = ids_json(g.out, g.n_out);
+        print_json(a);
+        json_decref(a);
+    }
+done:
+    if (rc)
+        fail("generate", err);
+    free(text);
+    gen_free(&g);
+    return rc;
+}
+
+/* ---- score ---- */
+
+static json_t *score_json(const pol_fwd *f, const float *lp, const pol_tok *tok)
+{
+    json_t *lps = json_array(), *tokens = tok ? json_array() : NULL;
+    double sum = 0;
+    for (size_t i = 0; i < f->N; i++) {
+        json_array_append_new(lps, i == 0 ? json_null() : json_real(lp[i - 1]));
+        sum += i ? lp[i - 1] : 0;
+        const char *bytes;
+        size_t len;
+        if (tokens && pol_tok_token_bytes(tok, f->ids[i], &bytes, &len) == 0) {
+            char *s = text_sanitize_utf8(bytes, len);
+            json_array_append_new(tokens, s ? json_string(s) : json_null());
+            free(s);
+        } else if (tokens) {
+            json_array_append_new(tokens, json_null());
+        }
+    }
+    json_t *j = json_pack("{s:o, s:o, s:f}", "ids", ids_json(f->ids, (int)f->N), "logprobs", lps,
+                          "sum", sum);
+    if (j && tokens)
+        json_object_set_new(j, "tokens", tokens);
+    return j;
+}
+
+int cmd_score(int argc, char **argv)
+{
+    const char *model = NULL, *tok_path = NULL, *text = NULL, *ids = NULL;
+    opt_spec specs[] = {{"--model", true, &model, NULL},
+                        {"--tokenizer", true, &tok_path, NULL},
+                        {"--text", true, &text, NULL},
+                        {"--ids", true, &ids, NULL}};
+    int rc =
+        parse_args("score", SCORE_HELP, argc, argv, specs, sizeof specs / sizeof specs[0], NULL);
+    if (rc)
+        return rc == 1 ? 0 : 2;
+    if (!model)
+        return usage_error("score", "missing --model");
+    if (!text == !ids)
+        return usage_error("score", "give one of --text and --ids");
+    gen_run g = {0};
+    pol_fwd f = {0};
+    float *lp = NULL;
+    char err[ERRCAP] = "";
+    rc = 1;
+    if (gen_setup(&g, model, tok_path, text != NULL, err) != 0 ||
+        prompt_ids(ids, text, g.tok, &g.prompt, &g.n_prompt, err) != 0 ||
+        pol_fwd_init(&f, &g.m, 1, g.n_prompt, false, err, ERRCAP) != 0 ||
+        pol_model_forward(&g.m, &f, g.prompt, NULL, NULL, err, ERRCAP) != 0)
+        goto done;
+    /* token t+1 scored by the logits at t */
+    lp = malloc((size_t)g.n_prompt * sizeof *lp);
+    int32_t *targets = malloc((size_t)g.n_prompt * sizeof *targets);
+    if (!lp || !targets) {
+        free(targets);
+        text_fmt(err, ERRCAP, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < g.n_prompt; i++)
+        targets[i] = i + 1 < g.n_prompt ? g.prompt[i + 1] : -1;
+    int lrc = pol_model_logprobs(&g.m, &f, targets, lp, err, ERRCAP);
+    free(targets);
+    if (lrc != 0)
+        goto done;
+    json_t *j = score_json(&f, lp, g.tok);
+    print_json(j);
+    json_decref(j);
+    rc = 0;
+done:
+    if (rc)
+        fail("score", err);
+    free(lp);
+    pol_fwd_deinit(&f);
+    gen_free(&g);
+    return rc;
+}
+
+/* ---- chat ---- */
+
+/* stdin: an array of messages, or {"messages": [...], "tools": [...]}. */
+static int read_conversation(json_t **messages, json_t **tools, char *err)
+{
+    json_error_t je;
+    json_t *root = json_loadf(stdin, 0, &je);
+    *messages = *tools = NULL;
+    if (!root) {
+        text_fmt(err, ERRCAP, "stdin: not JSON: %s (line %d)", je.text, je.line);
+        return -1;
+    }
+    if (json_is_array(root)) {
+        *messages = root;
+        return 0;
+    }
+    json_t *m = json_object_get(root, "messages"), *t = json_object_get(root, "tools");
+    if (!json_is_array(m) || (t && !json_is_array(t))) {
+        text_fmt(err, ERRCAP, "stdin: expected a JSON array of messages or {\"messages\": [...]}");
+        json_decref(root);
+        return -1;
+    }
+    *messages = json_incref(m);
+    *tools = t ? json_incref(t) : NULL;
+    json_decref(root);
+    return 0;
+}
+
+static int read_tools_file(const char *path, json_t **tools, char *err)
+{
+    json_error_t je;
+    json_decref(*tools);
+    *tools = json_load_file(path, 0, &je);
+    if (!json_is_array(*tools)) {
+        text_fmt(err, ERRCAP, "%s: not a JSON array of tools%s%s", path, *tools ? "" : ": ",
+                 *tools ? "" : je.text);
+        json_decref(*tools);
+        *tools = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+static void print_chat(const char *text, json_t *calls, json_t *errors)
+{
+    printf("%s\n", text);
+    size_t i;
+    json_t *c;
+    json_array_foreach(calls, i, c)
+    {
+        char *args = json_dumps(json_object_get(c, "arguments"), JSON_COMPACT);
+        printf("tool call: %s %s\n", json_string_value(json_object_get(c, "name")),
+               args ? args : "{}");
+        free(args);
+    }
+    json_array_foreach(errors, i, c)
+        printf("malformed tool call: %s\n", json_string_value(json_object_get(c, "error")));
+}
+
+typedef struct {
+    const char *model, *tok_path, *template_name, *tools_path;
+    bool no_thinking, as_json;
+    sampling_args sa;
+} chat_args;
+
+/* Renders the conversation and encodes it into g->prompt. */
+static int chat_prompt(gen_run *g, const chat_args *a, pol_chat_kind kind, char *err)
+{
+    json_t *messages, *tools;
+    if (read_conversation(&messages, &tools, err) != 0)
+        return -1;
+    int rc = a->tools_path ? read_tools_file(a->tools_path, &tools, err) : 0;
+    pol_chat_opts co = {.add_generation_prompt = true, .enable_thinking = !a->no_thinking};
+    char *rendered = NULL;
+    if (rc == 0)
+        rc = pol_chat_render(kind, messages, tools, &co, &rendered, err, ERRCAP);
+    json_decref(messages);
+    json_decref(tools);
+    if (rc != 0)
+        return -1;
+    size_t n = 0;
+    rc = pol_tok_encode(g->tok, rendered, strlen(rendered), true, &g->prompt, &n, err, ERRCAP);
+    free(rendered);
+    g->n_prompt = (int)n;
+    if (rc == 0 && n == 0) {
+        text_fmt(err, ERRCAP, "the rendered conversation encodes to no tokens");
+        rc = -1;
+    }
+    return rc;
+}
+
+static int chat_output(const gen_run *g, pol_chat_kind kind, bool as_json, char *err)
+{
+    char *text = gen_text(g, err);
+    if (!text)
+        return -1;
+    json_t *calls = NULL, *errors = NULL;
+    char *content = NULL;
+    if (pol_chat_parse_tool_calls(kind, text, strlen(text), &calls, &errors, &content) < 0) {
+        free(text);
+        text_fmt(err, ERRCAP, "out of memory");
+        return -1;
+    }
+    if (as_json) {
+        json_t *j = json_pack("{s:o, s:o, s:O, s:O, s:o, s:o, s:s}", "text", text_json(text),
+                              "content", text_json(content ? content : ""), "tool_calls", calls,
+                              "tool_call_errors", errors, "ids", ids_json(g->out, g->n_out),
+                              "prompt_ids", ids_json(g->prompt, g->n_prompt), "finish_reason",
+                              g->hit_eos ? "eos" : "length");
+        print_json(j);
+        json_decref(j);
+    } else {
+        print_chat(text, calls, errors);
+    }
+    json_decref(calls);
+    json_decref(errors);
+    free(content);
+    free(text);
+    return 0;
+}
+
+int cmd_chat(int argc, char **argv)
+{
+    chat_args a = {0};
+    opt_spec specs[] = {{"--model", true, &a.model, NULL},
+                        {"--tokenizer", true, &a.tok_path, NULL},
+                        {"--template", true, &a.template_name, NULL},
+                        {"--tools", true, &a.tools_path, NULL},
+                        {"--no-thinking", false, NULL, &a.no_thinking},
+                        {"--max-new", true, &a.sa.max_new, NULL},
+                        {"--temperature", true, &a.sa.temperature, NULL},
+                        {"--top-k", true, &a.sa.top_k, NULL},
+                        {"--top-p", true, &a.sa.top_p, NULL},
+                        {"--seed", true, &a.sa.seed, NULL},
+                        {"--json", false, NULL, &a.as_json}};
+    char help[4096];
+    text_fmt(help, sizeof help, CHAT_HELP, SAMPLING_HELP);
+    int rc = parse_args("chat", help, argc, argv, specs, sizeof specs / sizeof specs[0], NULL);
+    if (rc)
+        return rc == 1 ? 0 : 2;
+    if (!a.model || !a.template_name)
+        return usage_error("chat", "missing --model or --template");
+    int kind = pol_chat_kind_parse(a.template_name);
+    if (kind < 0)
+        return usage_error("chat", "--template takes qwen3, qwen2.5 or llama3");
+    gen_run g = {0};
+    if (sampling_from("chat", &a.sa, &g.o) != 0)
+        return 2;
+    char err[ERRCAP] = "";
+    rc = gen_setup(&g, a.model, a.tok_path, true, err) != 0 ||
+                 chat_prompt(&g, &a, (pol_chat_kind)kind, err) != 0 || gen_run_once(&g, err) != 0 ||
+                 chat_output(&g, (pol_chat_kind)kind, a.as_json, err) != 0
+             ? 1
+             : 0;
+    if (rc)
+        fail("chat", err);
+    gen_free(&g);
+    return rc;
+}
