@@ -61,9 +61,11 @@ KGYM_SANDBOX := $(BUILD)/kgym-sandbox
 all: $(KGYM_ENV) $(KGYM_SANDBOX) $(KGYM_BENCH) $(KGYM_POLICY)
 
 help:
-	@echo "make            build $(KGYM_ENV)"
+	@echo "make            build $(KGYM_ENV), $(KGYM_BENCH), $(KGYM_POLICY), $(KGYM_SANDBOX)"
 	@echo "make run        install what is missing, build, serve the bundled tasks on $(HOST):$(PORT)"
-	@echo "make test       every suite that needs no GPU (unit, unit under ASan+UBSan, API, tasks)"
+	@echo "make test       every suite that needs no GPU (unit, ASan+UBSan, api, tasks, sandbox, harness,"
+	@echo "                kgym-bench, policy, fuzz)"
+	@echo "make fuzz       build the libFuzzer targets (mk/fuzz.sh runs them)"
 	@echo "make test-gpu   the GPU suites (on a machine with an NVIDIA GPU)"
 	@echo "make bench      the benchmarks of tests/bench/ (figures go to README.md)"
 	@echo "make clean      remove $(BUILD)/"

@@ -52,6 +52,10 @@ done
 rc=$?
 echo "figures: $JSON_OUT; server log: $SERVER_LOG"
 echo
+# The policy's tokenizer against HF tokenizers (needs ../shared's Qwen3 tokenizer.json).
+venv_tok=$(mk/venv.sh) || exit 2
+"$venv_tok/bin/python" tests/bench/bench_tokenizer.py || rc=1
+echo
 # Sandbox overhead and the evaluation (need root, like the sandbox itself).
 if [ "$(id -u)" -eq 0 ]; then
     python3 tests/bench/bench_sandbox.py --server "http://$HOST:$port" || rc=1
