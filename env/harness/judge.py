@@ -275,6 +275,7 @@ class Judge:
         self.rtol = float(job.get("rtol", 1e-2))
         self.checks_failed = []
         self.components = {"checks": []}
+        self.last_mark = self.started
         self.ref_mod = load_reference(job["reference"])
         self.init_args = list(self.ref_mod.get_init_inputs())
         self.flush_buf = None
@@ -284,6 +285,13 @@ class Judge:
 
     def new_seed(self):
         return self.rng.getrandbits(63)
+
+    def mark(self, phase):
+        """Wall time since the previous mark, kept as components["phases_ms"][phase]: where a
+        baselines job spends its (leased) time."""
+        now = time.monotonic()
+        self.components.setdefault("phases_ms", {})[phase] = round((now - self.last_mark) * 1e3, 1)
+        self.last_mark = now
 
     # -- reference side --
     def fresh_weights(self):
@@ -602,8 +610,10 @@ class Judge:
         comp = self.components
         comp.pop("checks", None)
         comp.update({"harness": HARNESS_VERSION, "device": self.device})
+        self.mark("start")  # interpreter, torch import, CUDA init, the reference module
         w0, _x0, _y0 = self.plan()
         self.cur_w = w0
+        self.mark("plan")
         base = self.baselines()
         for k in ("t_eager_ms", "spread_eager", "t_compile_ms", "spread_compile", "compile_unavailable",
                   "overhead_ms", "device_name", "torch_version", "measured_unix"):
@@ -715,10 +725,13 @@ class Judge:
                 self.hello(comp)
             except CandidateFailed as exc:
                 base["compile_unavailable"] = str(exc)[:1000]
+            self.mark("runners_ready")
             self.time_eager(eager, base)
             eager.close()
+            self.mark("eager")
             if "compile_unavailable" not in base:
                 self.time_compile(comp, base)
+                self.mark("compile")
             else:
                 base["t_compile_ms"] = None
         finally:
