@@ -435,7 +435,10 @@ static int start_daemon(server *srv, char *err, size_t errcap)
         (uint16_t)srv->cfg.port, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, &addr,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_CONNECTION_LIMIT,
         (unsigned)srv->cfg.connection_limit, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)900,
-        MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_UNESCAPE_CALLBACK, unescape_url,
+        /* no LISTENING_ADDRESS_REUSE: on Linux it adds SO_REUSEPORT, and a second server on the
+         * same port would then start and share our connections instead of failing; without it
+         * MHD still sets SO_REUSEADDR, so a restart does not wait out TIME_WAIT */
+        MHD_OPTION_UNESCAPE_CALLBACK, unescape_url,
         NULL, MHD_OPTION_END);
     if (!srv->daemon) {
         snprintf(err, errcap, "cannot listen on %s:%d (in use, or not permitted)", srv->cfg.host,

@@ -1,6 +1,7 @@
 #include "task.h"
 
 #include "util/strbuf.h"
+#include "util/text.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -30,18 +31,6 @@ struct task_store {
 };
 
 /* ---------------------------------------------------------------- errors, small helpers */
-
-__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errcap, const char *fmt,
-                                                      ...)
-{
-    if (err && errcap) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errcap, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 /* snprintf for strings that only name things in messages (paths, origins): cutting a very long
  * one short is acceptable, so the result is not checked. */
@@ -190,12 +179,13 @@ static void store_rollback(task_store *ts, size_t mark)
 static int store_push(task_store *ts, task *t, char *err, size_t errcap)
 {
     if (ts->n >= TASK_MAX_TASKS)
-        return fail(err, errcap, "%s: more than %u tasks", t->origin, (unsigned)TASK_MAX_TASKS);
+        return text_fail(err, errcap, "%s: more than %u tasks", t->origin,
+                         (unsigned)TASK_MAX_TASKS);
     if (ts->n == ts->cap) {
         size_t cap = ts->cap ? ts->cap * 2 : 64;
         task **v = realloc(ts->v, cap * sizeof *v);
         if (!v)
-            return fail(err, errcap, "out of memory");
+            return text_fail(err, errcap, "out of memory");
         ts->v = v;
         ts->cap = cap;
     }
@@ -209,14 +199,14 @@ static int store_commit(task_store *ts, size_t mark, char *err, size_t errcap)
 {
     if (index_rebuild(ts, ts->indexed, ts->n) != 0) {
         store_rollback(ts, mark);
-        return fail(err, errcap, "out of memory");
+        return text_fail(err, errcap, "out of memory");
     }
     for (size_t k = ts->indexed; k < ts->n; k++) {
         size_t i = index_probe(ts, ts->v[k]->id);
         if (ts->slots[i]) {
             const task *first = ts->v[ts->slots[i] - 1];
-            fail(err, errcap, "duplicate task id '%s' (%s; first loaded from %s)", ts->v[k]->id,
-                 ts->v[k]->origin, first->origin);
+            text_fail(err, errcap, "duplicate task id '%s' (%s; first loaded from %s)",
+                      ts->v[k]->id, ts->v[k]->origin, first->origin);
             store_rollback(ts, mark);
             return -1;
         }
@@ -286,22 +276,22 @@ static int read_capped(int dirfd, const char *rel, const char *shown, size_t max
     if (fd < 0) {
         if (errno == ENOENT && missing_ok)
             return 1;
-        return fail(err, errcap, "%s: %s", shown, strerror(errno));
+        return text_fail(err, errcap, "%s: %s", shown, strerror(errno));
     }
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
-        return fail(err, errcap, "%s: not a regular file", shown);
+        return text_fail(err, errcap, "%s: not a regular file", shown);
     }
     if ((uint64_t)st.st_size > max) {
         close(fd);
-        return fail(err, errcap, "%s: %lld bytes, over the limit of %zu", shown,
-                    (long long)st.st_size, max);
+        return text_fail(err, errcap, "%s: %lld bytes, over the limit of %zu", shown,
+                         (long long)st.st_size, max);
     }
     char *buf = malloc(max + 2);
     if (!buf) {
         close(fd);
-        return fail(err, errcap, "out of memory");
+        return text_fail(err, errcap, "out of memory");
     }
     /* Read up to max + 1 bytes whatever fstat said: a file growing under us is still capped. */
     size_t len = 0;
@@ -313,7 +303,7 @@ static int read_capped(int dirfd, const char *rel, const char *shown, size_t max
             int e = errno;
             close(fd);
             free(buf);
-            return fail(err, errcap, "%s: %s", shown, strerror(e));
+            return text_fail(err, errcap, "%s: %s", shown, strerror(e));
         }
         if (r == 0 || (len += (size_t)r) > max)
             break;
@@ -321,7 +311,7 @@ static int read_capped(int dirfd, const char *rel, const char *shown, size_t max
     close(fd);
     if (len > max) {
         free(buf);
-        return fail(err, errcap, "%s: over the limit of %zu bytes", shown, max);
+        return text_fail(err, errcap, "%s: over the limit of %zu bytes", shown, max);
     }
     buf[len] = '\0';
     *out = buf;
@@ -343,7 +333,7 @@ static int read_code(int dirfd, const char *rel, const char *shown, bool missing
     if (why) {
         free(*out);
         *out = NULL;
-        return fail(err, errcap, "%s: %s", shown, why);
+        return text_fail(err, errcap, "%s: %s", shown, why);
     }
     return 0;
 }
@@ -373,7 +363,7 @@ static int list_sorted(int dirfd, const char *shown, entry_filter keep, char ***
         int e = errno;
         if (dup_fd >= 0)
             close(dup_fd);
-        return fail(err, errcap, "%s: %s", shown, strerror(e));
+        return text_fail(err, errcap, "%s: %s", shown, strerror(e));
     }
     char **names = NULL;
     size_t n = 0, cap = 0;
@@ -383,20 +373,20 @@ static int list_sorted(int dirfd, const char *shown, entry_filter keep, char ***
         if (de->d_name[0] == '.' || !keep(dirfd, de->d_name))
             continue;
         if (n >= TASK_MAX_TASKS) {
-            rc = fail(err, errcap, "%s: too many entries", shown);
+            rc = text_fail(err, errcap, "%s: too many entries", shown);
             break;
         }
         if (n == cap) {
             cap = cap ? cap * 2 : 32;
             char **nv = realloc(names, cap * sizeof *nv);
             if (!nv) {
-                rc = fail(err, errcap, "out of memory");
+                rc = text_fail(err, errcap, "out of memory");
                 break;
             }
             names = nv;
         }
         if (!(names[n] = strdup(de->d_name))) {
-            rc = fail(err, errcap, "out of memory");
+            rc = text_fail(err, errcap, "out of memory");
             break;
         }
         n++;
@@ -448,9 +438,9 @@ static int opt_string(const json_t *obj, const char *key, size_t max, const char
     if (!v || json_is_null(v))
         return 0;
     if (!json_is_string(v))
-        return fail(err, errcap, "%s: \"%s\" must be a string", where, key);
+        return text_fail(err, errcap, "%s: \"%s\" must be a string", where, key);
     if (json_string_length(v) > max || strlen(json_string_value(v)) != json_string_length(v))
-        return fail(err, errcap, "%s: \"%s\" is too long or holds a NUL byte", where, key);
+        return text_fail(err, errcap, "%s: \"%s\" is too long or holds a NUL byte", where, key);
     *out = json_string_value(v);
     return 0;
 }
@@ -462,7 +452,8 @@ static int opt_int(const json_t *obj, const char *key, long long lo, long long h
     if (!v || json_is_null(v))
         return 0;
     if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
-        return fail(err, errcap, "%s: \"%s\" must be an integer in %lld..%lld", where, key, lo, hi);
+        return text_fail(err, errcap, "%s: \"%s\" must be an integer in %lld..%lld", where, key, lo,
+                         hi);
     *out = json_integer_value(v);
     return 0;
 }
@@ -475,7 +466,7 @@ static int opt_tol(const json_t *obj, const char *key, double *out, const char *
         return 0;
     double d = json_is_number(v) ? json_number_value(v) : -1;
     if (!(d >= 0 && isfinite(d)))
-        return fail(err, errcap, "%s: \"%s\" must be a finite number >= 0", where, key);
+        return text_fail(err, errcap, "%s: \"%s\" must be a finite number >= 0", where, key);
     *out = d;
     return 0;
 }
@@ -497,9 +488,9 @@ static int read_common(const json_t *obj, common_fields *f, const char *where, c
         return -1;
     f->level = (int)level;
     if (f->id && !task_id_valid(f->id))
-        return fail(err, errcap, "%s: invalid task id '%s'", where, f->id);
+        return text_fail(err, errcap, "%s: invalid task id '%s'", where, f->id);
     if (f->suite && !suite_valid(f->suite))
-        return fail(err, errcap, "%s: invalid suite '%s'", where, f->suite);
+        return text_fail(err, errcap, "%s: invalid suite '%s'", where, f->suite);
     return 0;
 }
 
@@ -562,12 +553,12 @@ static json_t *parse_object(const char *text, size_t len, const char *where, cha
     json_error_t je;
     json_t *obj = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
     if (!obj) {
-        fail(err, errcap, "%s: invalid JSON: %s (column %d)", where, je.text, je.column);
+        text_fail(err, errcap, "%s: invalid JSON: %s (column %d)", where, je.text, je.column);
         return NULL;
     }
     if (!json_is_object(obj)) {
         json_decref(obj);
-        fail(err, errcap, "%s: not a JSON object", where);
+        text_fail(err, errcap, "%s: not a JSON object", where);
         return NULL;
     }
     return obj;
@@ -581,18 +572,18 @@ static int take_code_field(const json_t *obj, const char *key, bool required, ch
     *out = NULL;
     const json_t *v = json_object_get(obj, key);
     if (!v || json_is_null(v))
-        return required ? fail(err, errcap, "%s: missing \"%s\"", where, key) : 0;
+        return required ? text_fail(err, errcap, "%s: missing \"%s\"", where, key) : 0;
     if (!json_is_string(v))
-        return fail(err, errcap, "%s: \"%s\" must be a string", where, key);
+        return text_fail(err, errcap, "%s: \"%s\" must be a string", where, key);
     size_t len = json_string_length(v);
     const char *s = json_string_value(v);
     if (len > TASK_MAX_CODE_BYTES)
-        return fail(err, errcap, "%s: \"%s\" is %zu bytes, over the limit of %u", where, key, len,
-                    (unsigned)TASK_MAX_CODE_BYTES);
+        return text_fail(err, errcap, "%s: \"%s\" is %zu bytes, over the limit of %u", where, key,
+                         len, (unsigned)TASK_MAX_CODE_BYTES);
     if (strlen(s) != len || !has_content(s))
-        return fail(err, errcap, "%s: \"%s\" is empty or holds a NUL byte", where, key);
+        return text_fail(err, errcap, "%s: \"%s\" is empty or holds a NUL byte", where, key);
     if (!(*out = strdup(s)))
-        return fail(err, errcap, "out of memory");
+        return text_fail(err, errcap, "out of memory");
     return 0;
 }
 
@@ -682,16 +673,16 @@ static void size_literal(const json_t *v, char *out, size_t cap)
 static int check_cpu_sizes(const json_t *sizes, const char *where, char *err, size_t errcap)
 {
     if (!json_is_object(sizes))
-        return fail(err, errcap, "%s: \"cpu_sizes\" must be an object of NAME: number", where);
+        return text_fail(err, errcap, "%s: \"cpu_sizes\" must be an object of NAME: number", where);
     const char *k;
     json_t *v;
     json_object_foreach((json_t *)sizes, k, v)
     {
         if (!is_identifier(k))
-            return fail(err, errcap, "%s: \"cpu_sizes\": '%s' is not a Python identifier", where,
-                        k);
+            return text_fail(err, errcap, "%s: \"cpu_sizes\": '%s' is not a Python identifier",
+                             where, k);
         if (!json_is_number(v))
-            return fail(err, errcap, "%s: \"cpu_sizes\": %s must be a number", where, k);
+            return text_fail(err, errcap, "%s: \"cpu_sizes\": %s must be a number", where, k);
     }
     return 0;
 }
@@ -706,11 +697,11 @@ static int check_assignments(const json_t *sizes, const char *code, const char *
     {
         size_t n = count_assignments(code, k);
         if (n == 0)
-            return fail(err, errcap,
-                        "%s: \"cpu_sizes\" sets %s, but no top-level line reads \"%s = ...\"",
-                        code_where, k, k);
+            return text_fail(err, errcap,
+                             "%s: \"cpu_sizes\" sets %s, but no top-level line reads \"%s = ...\"",
+                             code_where, k, k);
         if (n > 1)
-            return fail(
+            return text_fail(
                 err, errcap,
                 "%s: \"cpu_sizes\" sets %s, but %zu top-level lines read \"%s = ...\" (one must)",
                 code_where, k, n, k);
@@ -766,12 +757,12 @@ static int derive_code_cpu(const json_t *obj, const char *code, const char *wher
         check_assignments(sizes, code, code_where, err, errcap) != 0)
         return -1;
     if (!(*out = rewrite_sizes(sizes, code)))
-        return fail(err, errcap, "out of memory");
+        return text_fail(err, errcap, "out of memory");
     if (strlen(*out) > TASK_MAX_CODE_BYTES) { /* sizes can lengthen the lines they replace */
         free(*out);
         *out = NULL;
-        return fail(err, errcap, "%s: the code at \"cpu_sizes\" is over the limit of %u bytes",
-                    code_where, (unsigned)TASK_MAX_CODE_BYTES);
+        return text_fail(err, errcap, "%s: the code at \"cpu_sizes\" is over the limit of %u bytes",
+                         code_where, (unsigned)TASK_MAX_CODE_BYTES);
     }
     return 0;
 }
@@ -789,15 +780,15 @@ static int for_each_jsonl(task_store *ts, const char *path, line_fn fn, void *ct
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     struct stat st;
     if (fd < 0)
-        return fail(err, errcap, "%s: %s", path, strerror(errno));
+        return text_fail(err, errcap, "%s: %s", path, strerror(errno));
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
-        return fail(err, errcap, "%s: not a regular file", path);
+        return text_fail(err, errcap, "%s: not a regular file", path);
     }
     FILE *f = fdopen(fd, "r");
     if (!f) {
         close(fd);
-        return fail(err, errcap, "%s: %s", path, strerror(errno));
+        return text_fail(err, errcap, "%s: %s", path, strerror(errno));
     }
     char *line = NULL, where[512];
     size_t cap = 0;
@@ -808,15 +799,15 @@ static int for_each_jsonl(task_store *ts, const char *path, line_fn fn, void *ct
         lineno++;
         bfmt(where, sizeof where, "%s:%ld", path, lineno);
         if ((size_t)len > TASK_MAX_LINE_BYTES) {
-            rc = fail(err, errcap, "%s: line of %zd bytes, over the limit of %u", where, len,
-                      (unsigned)TASK_MAX_LINE_BYTES);
+            rc = text_fail(err, errcap, "%s: line of %zd bytes, over the limit of %u", where, len,
+                           (unsigned)TASK_MAX_LINE_BYTES);
             break;
         }
         const char *text = line;
         if (lineno == 1 && len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0)
             text += 3, len -= 3; /* a UTF-8 byte-order mark some editors write */
         if (memchr(text, '\0', (size_t)len)) {
-            rc = fail(err, errcap, "%s: NUL byte in line", where);
+            rc = text_fail(err, errcap, "%s: NUL byte in line", where);
             break;
         }
         if (!has_content(text))
@@ -830,7 +821,7 @@ static int for_each_jsonl(task_store *ts, const char *path, line_fn fn, void *ct
         json_decref(obj);
     }
     if (rc == 0 && ferror(f))
-        rc = fail(err, errcap, "%s: read error", path);
+        rc = text_fail(err, errcap, "%s: read error", path);
     free(line);
     fclose(f);
     return rc;
@@ -847,7 +838,7 @@ static int load_task_folder(task_store *ts, int dirfd, const char *dir, const ch
     bfmt(where, sizeof where, "%s/%s", dir, folder);
     int fd = openat(dirfd, folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
-        return fail(err, errcap, "%s: %s", where, strerror(errno));
+        return text_fail(err, errcap, "%s: %s", where, strerror(errno));
     char *code = NULL, *code_cpu = NULL, *meta_text = NULL;
     json_t *obj = NULL;
     size_t meta_len = 0;
@@ -857,7 +848,7 @@ static int load_task_folder(task_store *ts, int dirfd, const char *dir, const ch
     int r = read_code(fd, "model.py", model_shown, true, &code, err, errcap);
     if (r != 0) {
         if (r == 1)
-            fail(err, errcap, "%s: task folder without model.py", where);
+            text_fail(err, errcap, "%s: task folder without model.py", where);
         goto out;
     }
     bfmt(shown, sizeof shown, "%s/model_cpu.py", where);
@@ -868,21 +859,21 @@ static int load_task_folder(task_store *ts, int dirfd, const char *dir, const ch
                     errcap);
     if (r != 0) {
         if (r == 1)
-            fail(err, errcap, "%s: task folder without task.json", where);
+            text_fail(err, errcap, "%s: task folder without task.json", where);
         goto out;
     }
     if (!(obj = parse_object(meta_text, meta_len, shown, err, errcap)))
         goto out;
     if (json_object_get(obj, "code") || json_object_get(obj, "code_cpu")) {
-        fail(err, errcap, "%s: \"code\" belongs in model.py, not task.json", shown);
+        text_fail(err, errcap, "%s: \"code\" belongs in model.py, not task.json", shown);
         goto out;
     }
     common_fields f;
     if (read_common(obj, &f, shown, err, errcap) != 0)
         goto out;
     if (code_cpu && has_cpu_sizes(obj)) { /* two sources for one variant: neither may win */
-        fail(err, errcap, "%s: both model_cpu.py and task.json \"cpu_sizes\" give the CPU variant",
-             where);
+        text_fail(err, errcap,
+                  "%s: both model_cpu.py and task.json \"cpu_sizes\" give the CPU variant", where);
         goto out;
     }
     if (!code_cpu && derive_code_cpu(obj, code, shown, model_shown, &code_cpu, err, errcap) != 0)
@@ -893,14 +884,14 @@ static int load_task_folder(task_store *ts, int dirfd, const char *dir, const ch
         bfmt(id, sizeof id, "%s", f.id);
     } else if (snprintf(id, sizeof id, "%s/%s", suite, folder) >= (int)sizeof id ||
                !task_id_valid(id)) {
-        fail(err, errcap, "%s: folder name '%s' cannot form a task id", where, folder);
+        text_fail(err, errcap, "%s: folder name '%s' cannot form a task id", where, folder);
         goto out;
     }
     task *t = task_make(id, suite, f.name ? f.name : folder, f.description, f.level, code, code_cpu,
                         f.atol, f.rtol, meta_from(obj), where);
     code = code_cpu = NULL; /* taken over by task_make, even when it fails */
     if (!t) {
-        fail(err, errcap, "out of memory");
+        text_fail(err, errcap, "out of memory");
         goto out;
     }
     if (store_push(ts, t, err, errcap) != 0) {
@@ -920,10 +911,10 @@ out:
 int task_store_load_dir(task_store *ts, const char *dir, char *err, size_t errcap)
 {
     if (!ts || !dir)
-        return fail(err, errcap, "no store or directory given");
+        return text_fail(err, errcap, "no store or directory given");
     int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dirfd < 0)
-        return fail(err, errcap, "%s: %s", dir, strerror(errno));
+        return text_fail(err, errcap, "%s: %s", dir, strerror(errno));
     char **names = NULL;
     size_t n = 0;
     if (list_sorted(dirfd, dir, is_subdir, &names, &n, err, errcap) != 0) {
@@ -987,8 +978,8 @@ static int ops_line(task_store *ts, const json_t *obj, long lineno, const char *
     if (code_cpu && has_cpu_sizes(obj)) {
         free(code);
         free(code_cpu);
-        return fail(err, errcap, "%s: both \"code_cpu\" and \"cpu_sizes\" give the CPU variant",
-                    where);
+        return text_fail(err, errcap,
+                         "%s: both \"code_cpu\" and \"cpu_sizes\" give the CPU variant", where);
     }
     if (!code_cpu && derive_code_cpu(obj, code, where, code_where, &code_cpu, err, errcap) != 0) {
         free(code);
@@ -1007,7 +998,7 @@ static int ops_line(task_store *ts, const json_t *obj, long lineno, const char *
     task *t = task_make(id, suite, name, f.description, f.level, code, code_cpu, f.atol, f.rtol,
                         meta_from(obj), where);
     if (!t)
-        return fail(err, errcap, "out of memory");
+        return text_fail(err, errcap, "out of memory");
     if (store_push(ts, t, err, errcap) != 0) {
         task_free(t);
         return -1;
@@ -1018,7 +1009,7 @@ static int ops_line(task_store *ts, const json_t *obj, long lineno, const char *
 int task_store_load_jsonl(task_store *ts, const char *path, char *err, size_t errcap)
 {
     if (!ts || !path)
-        return fail(err, errcap, "no store or path given");
+        return text_fail(err, errcap, "no store or path given");
     size_t mark = ts->n;
     if (for_each_jsonl(ts, path, ops_line, NULL, err, errcap) != 0) {
         store_rollback(ts, mark);
@@ -1073,17 +1064,17 @@ static int kb_add(kb_batch *b, int level, long long pid, const char *name, char 
     task *t = task_make(id, "kernelbench", name, "", level, code, NULL, DEFAULT_TOL, DEFAULT_TOL,
                         meta, origin);
     if (!t)
-        return fail(err, errcap, "out of memory");
+        return text_fail(err, errcap, "out of memory");
     if (b->n >= TASK_MAX_TASKS) {
         task_free(t);
-        return fail(err, errcap, "%s: too many tasks", origin);
+        return text_fail(err, errcap, "%s: too many tasks", origin);
     }
     if (b->n == b->cap) {
         size_t cap = b->cap ? b->cap * 2 : 64;
         kb_entry *v = realloc(b->v, cap * sizeof *v);
         if (!v) {
             task_free(t);
-            return fail(err, errcap, "out of memory");
+            return text_fail(err, errcap, "out of memory");
         }
         b->v = v;
         b->cap = cap;
@@ -1144,7 +1135,7 @@ static int kb_load_level_dir(kb_batch *b, int basefd, const char *base, int leve
     bfmt(shown, sizeof shown, "%s/%s", base, sub);
     int fd = openat(basefd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
-        return errno == ENOENT ? 0 : fail(err, errcap, "%s: %s", shown, strerror(errno));
+        return errno == ENOENT ? 0 : text_fail(err, errcap, "%s: %s", shown, strerror(errno));
     char **names = NULL;
     size_t n = 0;
     int rc = list_sorted(fd, shown, is_py_file, &names, &n, err, errcap);
@@ -1152,7 +1143,7 @@ static int kb_load_level_dir(kb_batch *b, int basefd, const char *base, int leve
         bfmt(file_shown, sizeof file_shown, "%s/%s", shown, names[k]);
         long long pid = kb_problem_id(names[k]);
         if (pid < 0) {
-            rc = fail(err, errcap, "%s: not named <problem_id>_<Name>.py", file_shown);
+            rc = text_fail(err, errcap, "%s: not named <problem_id>_<Name>.py", file_shown);
             break;
         }
         char *code = NULL;
@@ -1178,7 +1169,7 @@ static int kb_load_checkout(task_store *ts, const char *path, char *err, size_t 
     bfmt(base, sizeof base, "%s", path);
     int basefd = open(base, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (basefd < 0)
-        return fail(err, errcap, "%s: %s", path, strerror(errno));
+        return text_fail(err, errcap, "%s: %s", path, strerror(errno));
     bool found = false;
     for (int lv = 1; lv <= 3 && !found; lv++) {
         char sub[16];
@@ -1199,7 +1190,8 @@ static int kb_load_checkout(task_store *ts, const char *path, char *err, size_t 
     if (!found) {
         if (basefd >= 0)
             close(basefd);
-        return fail(err, errcap, "%s: no level1..level3 folder here or under KernelBench/", path);
+        return text_fail(err, errcap, "%s: no level1..level3 folder here or under KernelBench/",
+                         path);
     }
     kb_batch b = {0};
     int rc = 0;
@@ -1226,7 +1218,8 @@ static int kb_line(task_store *ts, const json_t *obj, long lineno, const char *w
         opt_string(obj, "name", MAX_NAME_BYTES, &name, where, err, errcap))
         return -1;
     if (level < 0 || pid < 0)
-        return fail(err, errcap, "%s: missing \"%s\"", where, level < 0 ? "level" : "problem_id");
+        return text_fail(err, errcap, "%s: missing \"%s\"", where,
+                         level < 0 ? "level" : "problem_id");
     if (take_code_field(obj, "code", true, &code, where, err, errcap) != 0)
         return -1;
     char nm[MAX_NAME_BYTES + 1];
@@ -1248,10 +1241,10 @@ static int kb_line(task_store *ts, const json_t *obj, long lineno, const char *w
 int task_store_load_kernelbench(task_store *ts, const char *path, char *err, size_t errcap)
 {
     if (!ts || !path)
-        return fail(err, errcap, "no store or path given");
+        return text_fail(err, errcap, "no store or path given");
     struct stat st;
     if (stat(path, &st) != 0)
-        return fail(err, errcap, "%s: %s", path, strerror(errno));
+        return text_fail(err, errcap, "%s: %s", path, strerror(errno));
     if (S_ISDIR(st.st_mode))
         return kb_load_checkout(ts, path, err, errcap);
     kb_batch b = {0};

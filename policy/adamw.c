@@ -16,15 +16,23 @@ pol_adamw_cfg pol_adamw_defaults(void)
         .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 1e-2};
 }
 
+/* The hyperparameters torch.optim.AdamW accepts (NaN fails every comparison). */
+static int check_cfg(const pol_adamw_cfg *cfg, const char *where, char *err, size_t errcap)
+{
+    if (!(cfg->lr >= 0) || !(cfg->beta1 >= 0 && cfg->beta1 < 1) ||
+        !(cfg->beta2 >= 0 && cfg->beta2 < 1) || !(cfg->eps >= 0) || !(cfg->weight_decay >= 0)) {
+        text_fmt(err, errcap, "%s: invalid hyperparameters (lr %g, betas %g %g, eps %g, wd %g)",
+                 where, cfg->lr, cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay);
+        return -1;
+    }
+    return 0;
+}
+
 int pol_adamw_init(pol_adamw *o, size_t n, const pol_adamw_cfg *cfg, char *err, size_t errcap)
 {
     memset(o, 0, sizeof *o);
-    if (!(cfg->lr >= 0) || !(cfg->beta1 >= 0 && cfg->beta1 < 1) ||
-        !(cfg->beta2 >= 0 && cfg->beta2 < 1) || !(cfg->eps >= 0) || !(cfg->weight_decay >= 0)) {
-        text_fmt(err, errcap, "adamw: invalid hyperparameters (lr %g, betas %g %g, eps %g, wd %g)",
-                 cfg->lr, cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay);
+    if (check_cfg(cfg, "adamw", err, errcap) != 0)
         return -1;
-    }
     o->m = calloc(n ? n : 1, sizeof(float));
     o->v = calloc(n ? n : 1, sizeof(float));
     if (!o->m || !o->v) {
@@ -198,6 +206,8 @@ int pol_adamw_load(pol_adamw *o, const pol_model *m, const char *path, char *err
         text_fmt(err, errcap, "%s: metadata 'step' is %g", path, step);
         rc = -1;
     }
+    if (rc == 0)
+        rc = check_cfg(&c, path, err, errcap); /* the metadata is input like any other */
     for (size_t i = 0; rc == 0 && i < 2 * m->n_tensors; i++)
         rc = load_moment(o, st, &m->tensors[i / 2], i % 2, path, err, errcap);
     pol_st_free(st);

@@ -5,6 +5,7 @@
  * As HF's apply_chat_template does, a key whose value is null counts as absent, and
  * `thinking` / `reasoning` stand in for a missing `reasoning_content`. */
 #include "chat_internal.h"
+#include "util/text.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -27,19 +28,6 @@ int pol_chat_kind_parse(const char *name)
 static const char *kind_name(pol_chat_kind kind)
 {
     return kind == POL_CHAT_QWEN25 ? "Qwen2.5" : kind == POL_CHAT_QWEN3 ? "Qwen3" : "Llama 3";
-}
-
-static int fail(char *err, size_t errcap, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errcap, const char *fmt, ...)
-{
-    if (err && errcap) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errcap, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
 }
 
 int chat_put(strbuf *sb, chat_str s)
@@ -73,8 +61,8 @@ static int parse_role(pol_chat_kind kind, const json_t *m, size_t i, chat_msg *o
                  {"ipython", CHAT_IPYTHON}};
     const json_t *role = field(m, "role");
     if (!json_is_string(role))
-        return fail(err, errcap, "message %zu: %s", i,
-                    role ? "\"role\" is not a string" : "no \"role\"");
+        return text_fail(err, errcap, "message %zu: %s", i,
+                         role ? "\"role\" is not a string" : "no \"role\"");
     /* ipython is Llama 3's own name for the tool role; the Qwen templates have no such role */
     size_t n_roles = kind == POL_CHAT_LLAMA3 ? 5 : 4;
     for (size_t r = 0; r < n_roles; r++)
@@ -83,8 +71,8 @@ static int parse_role(pol_chat_kind kind, const json_t *m, size_t i, chat_msg *o
             out->role_name = roles[r].name;
             return 0;
         }
-    return fail(err, errcap, "message %zu: unknown role \"%.40s\" for the %s template", i,
-                json_string_value(role), kind_name(kind));
+    return text_fail(err, errcap, "message %zu: unknown role \"%.40s\" for the %s template", i,
+                     json_string_value(role), kind_name(kind));
 }
 
 /* One entry of tool_calls: OpenAI's {"type", "function": {"name", "arguments"}} or, for the
@@ -93,24 +81,26 @@ static int parse_call(pol_chat_kind kind, const json_t *tc, size_t i, size_t j, 
                       char *err, size_t errcap)
 {
     if (!json_is_object(tc))
-        return fail(err, errcap, "message %zu: tool_calls[%zu] is not an object", i, j);
+        return text_fail(err, errcap, "message %zu: tool_calls[%zu] is not an object", i, j);
     const json_t *fn = field(tc, "function");
     if (fn && !json_is_object(fn))
-        return fail(err, errcap, "message %zu: tool_calls[%zu].function is not an object", i, j);
+        return text_fail(err, errcap, "message %zu: tool_calls[%zu].function is not an object", i,
+                         j);
     if (!fn && kind == POL_CHAT_LLAMA3)
-        return fail(err, errcap, "message %zu: tool_calls[%zu] has no \"function\"", i, j);
+        return text_fail(err, errcap, "message %zu: tool_calls[%zu] has no \"function\"", i, j);
     /* the Qwen templates test `if tool_call.function`: an empty object counts as absent */
     const json_t *call = fn && json_object_size(fn) ? fn : tc;
     const json_t *name = field(call, "name");
     if (!json_is_string(name) || json_string_length(name) == 0)
-        return fail(err, errcap, "message %zu: tool_calls[%zu]: %s", i, j,
-                    !name ? "no function name" : "the function name is not a non-empty string");
+        return text_fail(err, errcap, "message %zu: tool_calls[%zu]: %s", i, j,
+                         !name ? "no function name"
+                               : "the function name is not a non-empty string");
     const json_t *args = field(call, "arguments");
     if (!json_is_object(args) && !json_is_string(args))
-        return fail(err, errcap, "message %zu: tool_calls[%zu] (%.40s): %s", i, j,
-                    json_string_value(name),
-                    !args ? "no \"arguments\""
-                          : "\"arguments\" is neither an object nor a JSON-encoded string");
+        return text_fail(err, errcap, "message %zu: tool_calls[%zu] (%.40s): %s", i, j,
+                         json_string_value(name),
+                         !args ? "no \"arguments\""
+                               : "\"arguments\" is neither an object nor a JSON-encoded string");
     out->name = str_of(name);
     out->args = args;
     return 0;
@@ -123,22 +113,22 @@ static int parse_calls(pol_chat_kind kind, const json_t *m, size_t i, chat_msg *
     if (!tcs)
         return 0;
     if (out->role != CHAT_ASSISTANT)
-        return fail(err, errcap,
-                    "message %zu: tool_calls on a \"%s\" message (only the "
-                    "assistant calls tools)",
-                    i, out->role_name);
+        return text_fail(err, errcap,
+                         "message %zu: tool_calls on a \"%s\" message (only the "
+                         "assistant calls tools)",
+                         i, out->role_name);
     if (!json_is_array(tcs))
-        return fail(err, errcap, "message %zu: \"tool_calls\" is not an array", i);
+        return text_fail(err, errcap, "message %zu: \"tool_calls\" is not an array", i);
     size_t n = json_array_size(tcs);
     if (kind == POL_CHAT_LLAMA3 && n != 1)
-        return fail(err, errcap,
-                    "message %zu: the Llama 3 template takes exactly one tool call "
-                    "per message, not %zu",
-                    i, n);
+        return text_fail(err, errcap,
+                         "message %zu: the Llama 3 template takes exactly one tool call "
+                         "per message, not %zu",
+                         i, n);
     out->has_tool_calls = true;
     out->calls = calloc(n ? n : 1, sizeof *out->calls);
     if (!out->calls)
-        return fail(err, errcap, "out of memory");
+        return text_fail(err, errcap, "out of memory");
     out->n_calls = n;
     for (size_t j = 0; j < n; j++)
         if (parse_call(kind, json_array_get(tcs, j), i, j, &out->calls[j], err, errcap) != 0)
@@ -165,12 +155,12 @@ static int parse_content(pol_chat_kind kind, const json_t *m, size_t i, chat_msg
     if (c && llama_tool && (json_is_object(c) || json_is_array(c)))
         return 0;
     if (c)
-        return fail(err, errcap, "message %zu (%s): \"content\" is not a string", i,
-                    out->role_name);
+        return text_fail(err, errcap, "message %zu (%s): \"content\" is not a string", i,
+                         out->role_name);
     bool calls_only = out->n_calls > 0 && kind != POL_CHAT_QWEN3;
     if (calls_only || (kind == POL_CHAT_LLAMA3 && out->has_tool_calls))
         return 0;
-    return fail(err, errcap, "message %zu (%s): no \"content\"", i, out->role_name);
+    return text_fail(err, errcap, "message %zu (%s): no \"content\"", i, out->role_name);
 }
 
 static int parse_reasoning(const json_t *m, size_t i, chat_msg *out, char *err, size_t errcap)
@@ -181,7 +171,7 @@ static int parse_reasoning(const json_t *m, size_t i, chat_msg *out, char *err, 
         if (!r)
             continue;
         if (!json_is_string(r))
-            return fail(err, errcap, "message %zu: \"%s\" is not a string", i, names[k]);
+            return text_fail(err, errcap, "message %zu: \"%s\" is not a string", i, names[k]);
         out->has_reasoning = true;
         out->reasoning = str_of(r);
         return 0;
@@ -193,7 +183,7 @@ static int parse_message(pol_chat_kind kind, const json_t *m, size_t i, chat_msg
                          size_t errcap)
 {
     if (!json_is_object(m))
-        return fail(err, errcap, "message %zu is not a JSON object", i);
+        return text_fail(err, errcap, "message %zu is not a JSON object", i);
     if (parse_role(kind, m, i, out, err, errcap) != 0 ||
         parse_calls(kind, m, i, out, err, errcap) != 0 ||
         parse_content(kind, m, i, out, err, errcap) != 0)
@@ -208,10 +198,10 @@ static int check_tools(const json_t *tools, char *err, size_t errcap)
     if (!tools)
         return 0;
     if (!json_is_array(tools))
-        return fail(err, errcap, "tools: not an array");
+        return text_fail(err, errcap, "tools: not an array");
     for (size_t i = 0; i < json_array_size(tools); i++)
         if (!json_is_object(json_array_get(tools, i)))
-            return fail(err, errcap, "tools[%zu]: not a JSON object", i);
+            return text_fail(err, errcap, "tools[%zu]: not a JSON object", i);
     return 0;
 }
 
@@ -222,15 +212,15 @@ static int check_llama3(const chat_conv *c, char *err, size_t errcap)
         return 0;
     size_t first = c->msgs[0].role == CHAT_SYSTEM ? 1 : 0;
     if (first >= c->n)
-        return fail(err, errcap,
-                    "the Llama 3 template puts the tools in the first user message, "
-                    "and there is none");
+        return text_fail(err, errcap,
+                         "the Llama 3 template puts the tools in the first user message, "
+                         "and there is none");
     const chat_msg *m = &c->msgs[first];
     if (m->role != CHAT_USER || !json_is_string(m->content_json))
-        return fail(err, errcap,
-                    "message %zu (%s): the Llama 3 template puts the tools in the "
-                    "first user message, so this one must be a user message",
-                    first, m->role_name);
+        return text_fail(err, errcap,
+                         "message %zu (%s): the Llama 3 template puts the tools in the "
+                         "first user message, so this one must be a user message",
+                         first, m->role_name);
     return 0;
 }
 
@@ -245,16 +235,16 @@ static int conv_parse(pol_chat_kind kind, const json_t *messages, const json_t *
                       char *err, size_t errcap)
 {
     if (!json_is_array(messages))
-        return fail(err, errcap, "messages: not an array");
+        return text_fail(err, errcap, "messages: not an array");
     if (json_array_size(messages) == 0)
-        return fail(err, errcap, "messages: the conversation is empty");
+        return text_fail(err, errcap, "messages: the conversation is empty");
     if (check_tools(tools, err, errcap) != 0)
         return -1;
     c->n = json_array_size(messages);
     c->tools = tools;
     c->msgs = calloc(c->n, sizeof *c->msgs);
     if (!c->msgs)
-        return fail(err, errcap, "out of memory");
+        return text_fail(err, errcap, "out of memory");
     for (size_t i = 0; i < c->n; i++)
         if (parse_message(kind, json_array_get(messages, i), i, &c->msgs[i], err, errcap) != 0)
             return -1;
@@ -266,10 +256,10 @@ int pol_chat_render(pol_chat_kind kind, const json_t *messages, const json_t *to
 {
     static const pol_chat_opts defaults = {.add_generation_prompt = true, .enable_thinking = true};
     if (!out)
-        return fail(err, errcap, "no output pointer");
+        return text_fail(err, errcap, "no output pointer");
     *out = NULL;
     if (kind != POL_CHAT_QWEN25 && kind != POL_CHAT_QWEN3 && kind != POL_CHAT_LLAMA3)
-        return fail(err, errcap, "unknown chat template kind %d", (int)kind);
+        return text_fail(err, errcap, "unknown chat template kind %d", (int)kind);
     chat_conv conv = {0};
     if (conv_parse(kind, messages, tools, &conv, err, errcap) != 0) {
         conv_free(&conv);
@@ -283,8 +273,8 @@ int pol_chat_render(pol_chat_kind kind, const json_t *messages, const json_t *to
     conv_free(&conv);
     if (rc != 0) {
         sb_free(&sb);
-        return fail(err, errcap, "out of memory while rendering the chat");
+        return text_fail(err, errcap, "out of memory while rendering the chat");
     }
     *out = sb_steal(&sb);
-    return *out ? 0 : fail(err, errcap, "out of memory");
+    return *out ? 0 : text_fail(err, errcap, "out of memory");
 }

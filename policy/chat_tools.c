@@ -142,6 +142,9 @@ static void parse_qwen(parse_state *ps, const char *text, size_t len)
     static const char *const args_keys[] = {"arguments", NULL};
     const size_t open_len = strlen(CALL_OPEN), close_len = strlen(CALL_CLOSE);
     size_t pos = 0;
+    /* the first </tool_call> at or after `body`, kept between blocks: searching afresh for each
+     * of many unterminated blocks would make the parse quadratic in the text's length */
+    const char *close = text;
     while (pos < len && !ps->oom) {
         const char *open = memmem(text + pos, len - pos, CALL_OPEN, open_len);
         if (!open) {
@@ -150,7 +153,8 @@ static void parse_qwen(parse_state *ps, const char *text, size_t len)
         }
         size_t at = (size_t)(open - text), body = at + open_len;
         put_content(ps, text + pos, at - pos);
-        const char *close = memmem(text + body, len - body, CALL_CLOSE, close_len);
+        if (close && close < text + body)
+            close = memmem(text + body, len - body, CALL_CLOSE, close_len);
         const char *reopen = memmem(text + body, len - body, CALL_OPEN, open_len);
         if (!close || (reopen && reopen < close)) {
             /* cut short: up to the next block, if any, so the calls after it still count */

@@ -6,7 +6,6 @@
 #include "policy/config.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
@@ -15,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
+#include "policy/hf_file.h"
 #include "util/text.h"
 
 /* Bounds that keep every size product the model code forms (vocab x hidden, heads x head_dim, ...)
@@ -363,42 +362,6 @@ int pol_config_parse(const char *json_text, pol_config *c, char *err, size_t err
     return parse_labelled(json_text, "config.json", c, err, errcap);
 }
 
-/* Reads a whole regular file (following symlinks: HF's cache links snapshots to blobs). */
-static char *read_text_file(const char *path, char *err, size_t errcap)
-{
-    cfg_ctx cx = {.root = NULL, .file = path, .err = err, .errcap = errcap};
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        cfg_fail(&cx, "%s", strerror(errno));
-        return NULL;
-    }
-    struct stat sb;
-    char *buf = NULL;
-    if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode))
-        cfg_fail(&cx, "not a regular file");
-    else if ((size_t)sb.st_size > CFG_MAX_FILE)
-        cfg_fail(&cx, "%lld bytes is too large for a config", (long long)sb.st_size);
-    else if (!(buf = malloc((size_t)sb.st_size + 1)))
-        cfg_fail(&cx, "out of memory");
-    size_t got = 0;
-    while (buf && got < (size_t)sb.st_size) {
-        ssize_t r = read(fd, buf + got, (size_t)sb.st_size - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0) {
-            cfg_fail(&cx, "read: %s", r < 0 ? strerror(errno) : "file shrank");
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        got += (size_t)r;
-    }
-    if (buf)
-        buf[got] = '\0';
-    close(fd);
-    return buf;
-}
-
 int pol_config_load(const char *path, pol_config *c, char *err, size_t errcap)
 {
     cfg_ctx cx = {.root = NULL, .file = path ? path : "(null)", .err = err, .errcap = errcap};
@@ -409,10 +372,14 @@ int pol_config_load(const char *path, pol_config *c, char *err, size_t errcap)
     bool is_dir = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
     if (!text_fmt(file, sizeof file, "%s%s", path, is_dir ? "/config.json" : ""))
         return cfg_fail(&cx, "path too long");
-    char *text = read_text_file(file, err, errcap);
-    if (!text)
-        return -1;
-    int rc = parse_labelled(text, file, c, err, errcap);
+    char *text = NULL;
+    size_t len = 0;
+    int rc = pol_hf_read_file(file, CFG_MAX_FILE, &text, &len);
+    if (rc != 0) {
+        cx.file = file;
+        return cfg_fail(&cx, "%s", rc == -EFBIG ? "too large for a config" : strerror(-rc));
+    }
+    rc = parse_labelled(text, file, c, err, errcap);
     free(text);
     return rc;
 }

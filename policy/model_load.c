@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util/fileio.h"
+#include "policy/hf_file.h"
 #include "util/text.h"
 
 #define MAX_JSON_FILE (16u << 20)
@@ -27,7 +27,7 @@ static int read_side_file(const char *dir, const char *name, bool required, char
         text_fmt(err, errcap, "%s: path too long", dir);
         return -1;
     }
-    int rc = file_read_all(path, MAX_JSON_FILE, out, &len);
+    int rc = pol_hf_read_file(path, MAX_JSON_FILE, out, &len);
     if (rc == 0 || (rc == -ENOENT && !required))
         return 0;
     text_fmt(err, errcap, "%s: %s", path, strerror(-rc));
@@ -137,25 +137,27 @@ int pol_model_load(pol_model *m, const char *dir, pol_head head, char *err, size
     memset(m, 0, sizeof *m);
     pol_config cfg;
     char *config_text = NULL, *gen_text = NULL;
-    if (read_side_file(dir, "config.json", true, &config_text, err, errcap) != 0)
-        return -1;
-    if (pol_config_load(dir, &cfg, err, errcap) != 0 ||
+    pol_st *st = NULL;
+    /* the weights are checked against the config before the parameters are allocated, so a
+     * config claiming a huge model next to small weights fails without allocating it */
+    if (read_side_file(dir, "config.json", true, &config_text, err, errcap) != 0 ||
+        pol_config_load(dir, &cfg, err, errcap) != 0 ||
         read_side_file(dir, "generation_config.json", false, &gen_text, err, errcap) != 0 ||
+        pol_st_open(dir, &st, err, errcap) != 0 ||
+        pol_model_check_tensors(&cfg, head, st, dir, err, errcap) != 0 ||
         pol_model_init(m, &cfg, head, err, errcap) != 0) {
         free(config_text);
         free(gen_text);
+        pol_st_free(st);
         return -1;
     }
     m->config_json = config_text;
     m->generation_json = gen_text;
-    pol_st *st = NULL;
-    if (pol_st_open(dir, &st, err, errcap) != 0 || load_tensors(m, st, dir, err, errcap) != 0) {
-        pol_st_free(st);
-        pol_model_deinit(m);
-        return -1;
-    }
+    int rc = load_tensors(m, st, dir, err, errcap);
     pol_st_free(st);
-    return 0;
+    if (rc != 0)
+        pol_model_deinit(m);
+    return rc;
 }
 
 static int add_eos(int32_t *ids, int n, int cap, json_int_t id)

@@ -51,18 +51,6 @@ int pol_dtype_parse(const char *name)
 
 /* ---- errors ---------------------------------------------------------------------------------- */
 
-__attribute__((format(printf, 3, 4))) static int st_fail(char *err, size_t errcap, const char *fmt,
-                                                         ...)
-{
-    if (err && errcap) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errcap, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
 /* ---- parsing one file's bytes ---------------------------------------------------------------- */
 
 /* One parsed file: the header JSON owns the tensor names the tensors point to. */
@@ -92,11 +80,11 @@ static int parse_dtype(const char *file, const char *name, const json_t *v, pol_
                        char *err, size_t errcap)
 {
     if (!json_is_string(v))
-        return st_fail(err, errcap, "%s: tensor '%s': 'dtype' is not a string", file, name);
+        return text_fail(err, errcap, "%s: tensor '%s': 'dtype' is not a string", file, name);
     int dt = pol_dtype_parse(json_string_value(v));
     if (dt < 0)
-        return st_fail(err, errcap, "%s: tensor '%s': unsupported dtype '%s'", file, name,
-                       json_string_value(v));
+        return text_fail(err, errcap, "%s: tensor '%s': unsupported dtype '%s'", file, name,
+                         json_string_value(v));
     t->dtype = (pol_dtype)dt;
     return 0;
 }
@@ -105,21 +93,22 @@ static int parse_shape(const char *file, const char *name, const json_t *v, pol_
                        char *err, size_t errcap)
 {
     if (!json_is_array(v))
-        return st_fail(err, errcap, "%s: tensor '%s': 'shape' is not an array", file, name);
+        return text_fail(err, errcap, "%s: tensor '%s': 'shape' is not an array", file, name);
     if (json_array_size(v) > POL_ST_MAX_DIMS)
-        return st_fail(err, errcap, "%s: tensor '%s': shape has %zu dims (at most %d)", file, name,
-                       json_array_size(v), POL_ST_MAX_DIMS);
+        return text_fail(err, errcap, "%s: tensor '%s': shape has %zu dims (at most %d)", file,
+                         name, json_array_size(v), POL_ST_MAX_DIMS);
     t->ndim = (int)json_array_size(v);
     int64_t numel = 1;
     for (int i = 0; i < t->ndim; i++) {
         uint64_t d;
         if (!json_get_count(json_array_get(v, (size_t)i), &d))
-            return st_fail(err, errcap, "%s: tensor '%s': shape[%d] is not a non-negative integer",
-                           file, name, i);
+            return text_fail(err, errcap,
+                             "%s: tensor '%s': shape[%d] is not a non-negative integer", file, name,
+                             i);
         t->shape[i] = (int64_t)d;
         if (__builtin_mul_overflow(numel, t->shape[i], &numel))
-            return st_fail(err, errcap, "%s: tensor '%s': shape's element count overflows", file,
-                           name);
+            return text_fail(err, errcap, "%s: tensor '%s': shape's element count overflows", file,
+                             name);
     }
     t->numel = numel;
     return 0;
@@ -132,28 +121,28 @@ static int parse_offsets(const char *file, const char *name, const json_t *v, co
     uint64_t b, e, need;
     if (!json_is_array(v) || json_array_size(v) != 2 || !json_get_count(json_array_get(v, 0), &b) ||
         !json_get_count(json_array_get(v, 1), &e))
-        return st_fail(
+        return text_fail(
             err, errcap,
             "%s: tensor '%s': 'data_offsets' is not [begin, end] of non-negative integers", file,
             name);
     if (b > e)
-        return st_fail(err, errcap,
-                       "%s: tensor '%s': data offsets [%llu, %llu) end before they begin", file,
-                       name, (unsigned long long)b, (unsigned long long)e);
+        return text_fail(err, errcap,
+                         "%s: tensor '%s': data offsets [%llu, %llu) end before they begin", file,
+                         name, (unsigned long long)b, (unsigned long long)e);
     if (e > data_len)
-        return st_fail(err, errcap,
-                       "%s: tensor '%s': data offsets [%llu, %llu) lie outside the data area "
-                       "(%zu bytes)",
-                       file, name, (unsigned long long)b, (unsigned long long)e, data_len);
+        return text_fail(err, errcap,
+                         "%s: tensor '%s': data offsets [%llu, %llu) lie outside the data area "
+                         "(%zu bytes)",
+                         file, name, (unsigned long long)b, (unsigned long long)e, data_len);
     if (__builtin_mul_overflow((uint64_t)t->numel, (uint64_t)dtype_sizes[t->dtype], &need))
-        return st_fail(err, errcap, "%s: tensor '%s': byte length overflows", file, name);
+        return text_fail(err, errcap, "%s: tensor '%s': byte length overflows", file, name);
     if (e - b != need)
-        return st_fail(err, errcap,
-                       "%s: tensor '%s': data offsets [%llu, %llu) hold %llu bytes, but %lld "
-                       "elements of %s need %llu",
-                       file, name, (unsigned long long)b, (unsigned long long)e,
-                       (unsigned long long)(e - b), (long long)t->numel, dtype_names[t->dtype],
-                       (unsigned long long)need);
+        return text_fail(err, errcap,
+                         "%s: tensor '%s': data offsets [%llu, %llu) hold %llu bytes, but %lld "
+                         "elements of %s need %llu",
+                         file, name, (unsigned long long)b, (unsigned long long)e,
+                         (unsigned long long)(e - b), (long long)t->numel, dtype_names[t->dtype],
+                         (unsigned long long)need);
     t->data = data + b;
     t->nbytes = (size_t)need;
     return 0;
@@ -164,19 +153,20 @@ static int parse_entry(const char *file, const char *name, const json_t *v, cons
                        size_t data_len, pol_tensor *t, char *err, size_t errcap)
 {
     if (!json_is_object(v))
-        return st_fail(err, errcap, "%s: tensor '%s': entry is not an object", file, name);
+        return text_fail(err, errcap, "%s: tensor '%s': entry is not an object", file, name);
     const char *key;
     const json_t *field;
     json_object_foreach((json_t *)v, key, field)
     {
         if (strcmp(key, "dtype") != 0 && strcmp(key, "shape") != 0 &&
             strcmp(key, "data_offsets") != 0)
-            return st_fail(err, errcap, "%s: tensor '%s': unexpected field '%s'", file, name, key);
+            return text_fail(err, errcap, "%s: tensor '%s': unexpected field '%s'", file, name,
+                             key);
     }
     static const char *const required[] = {"dtype", "shape", "data_offsets"};
     for (size_t i = 0; i < 3; i++)
         if (!json_object_get(v, required[i]))
-            return st_fail(err, errcap, "%s: tensor '%s': missing '%s'", file, name, required[i]);
+            return text_fail(err, errcap, "%s: tensor '%s': missing '%s'", file, name, required[i]);
     memset(t, 0, sizeof *t);
     t->name = name;
     t->file = file;
@@ -190,14 +180,14 @@ static int parse_entry(const char *file, const char *name, const json_t *v, cons
 static int check_metadata(const char *file, const json_t *meta, char *err, size_t errcap)
 {
     if (!json_is_object(meta))
-        return st_fail(err, errcap, "%s: '__metadata__' is not an object", file);
+        return text_fail(err, errcap, "%s: '__metadata__' is not an object", file);
     const char *key;
     const json_t *v;
     json_object_foreach((json_t *)meta, key, v)
     {
         if (!json_is_string(v))
-            return st_fail(err, errcap, "%s: '__metadata__' value of '%s' is not a string", file,
-                           key);
+            return text_fail(err, errcap, "%s: '__metadata__' value of '%s' is not a string", file,
+                             key);
     }
     return 0;
 }
@@ -223,7 +213,7 @@ static int check_tiling(const char *file, const pol_tensor *ts, size_t n, const 
 {
     st_span *spans = calloc(n ? n : 1, sizeof *spans);
     if (!spans)
-        return st_fail(err, errcap, "%s: out of memory", file);
+        return text_fail(err, errcap, "%s: out of memory", file);
     for (size_t i = 0; i < n; i++) {
         spans[i].begin = (size_t)((const uint8_t *)ts[i].data - data);
         spans[i].end = spans[i].begin + ts[i].nbytes;
@@ -235,25 +225,26 @@ static int check_tiling(const char *file, const pol_tensor *ts, size_t n, const 
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
         if (spans[i].begin < at)
-            rc =
-                st_fail(err, errcap, "%s: tensor '%s': data offsets [%zu, %zu) overlap tensor '%s'",
-                        file, spans[i].name, spans[i].begin, spans[i].end, prev);
+            rc = text_fail(err, errcap,
+                           "%s: tensor '%s': data offsets [%zu, %zu) overlap tensor '%s'", file,
+                           spans[i].name, spans[i].begin, spans[i].end, prev);
         else if (spans[i].begin > at)
-            rc = st_fail(err, errcap,
-                         "%s: tensor '%s': data offsets [%zu, %zu) leave a gap of %zu bytes after "
-                         "%s%s%s",
-                         file, spans[i].name, spans[i].begin, spans[i].end, spans[i].begin - at,
-                         prev ? "tensor '" : "the start of the data area", prev ? prev : "",
-                         prev ? "'" : "");
+            rc =
+                text_fail(err, errcap,
+                          "%s: tensor '%s': data offsets [%zu, %zu) leave a gap of %zu bytes after "
+                          "%s%s%s",
+                          file, spans[i].name, spans[i].begin, spans[i].end, spans[i].begin - at,
+                          prev ? "tensor '" : "the start of the data area", prev ? prev : "",
+                          prev ? "'" : "");
         at = spans[i].end;
         prev = spans[i].name;
     }
     if (rc == 0 && at != data_len)
-        rc = st_fail(err, errcap,
-                     "%s: the tensors end at byte %zu but the data area holds %zu bytes (%zu "
-                     "unaccounted for after %s%s%s)",
-                     file, at, data_len, data_len - at, prev ? "tensor '" : "the header",
-                     prev ? prev : "", prev ? "'" : "");
+        rc = text_fail(err, errcap,
+                       "%s: the tensors end at byte %zu but the data area holds %zu bytes (%zu "
+                       "unaccounted for after %s%s%s)",
+                       file, at, data_len, data_len - at, prev ? "tensor '" : "the header",
+                       prev ? prev : "", prev ? "'" : "");
     free(spans);
     return rc;
 }
@@ -262,7 +253,7 @@ static int load_header(const char *file, const uint8_t *buf, size_t len, json_t 
                        size_t *data_start, char *err, size_t errcap)
 {
     if (len < 8)
-        return st_fail(
+        return text_fail(
             err, errcap,
             "%s: %zu bytes is too short for a safetensors file (no 8-byte header length)", file,
             len);
@@ -270,28 +261,28 @@ static int load_header(const char *file, const uint8_t *buf, size_t len, json_t 
     for (int i = 7; i >= 0; i--)
         n = n << 8 | buf[i];
     if (n > POL_ST_MAX_HEADER)
-        return st_fail(err, errcap, "%s: header length %llu exceeds the limit of %u bytes", file,
-                       (unsigned long long)n, POL_ST_MAX_HEADER);
+        return text_fail(err, errcap, "%s: header length %llu exceeds the limit of %u bytes", file,
+                         (unsigned long long)n, POL_ST_MAX_HEADER);
     if (n > len - 8)
-        return st_fail(err, errcap,
-                       "%s: header length %llu runs past the end of the file (%zu bytes)", file,
-                       (unsigned long long)n, len);
+        return text_fail(err, errcap,
+                         "%s: header length %llu runs past the end of the file (%zu bytes)", file,
+                         (unsigned long long)n, len);
     const char *hdr = (const char *)buf + 8;
     if (n == 0 || hdr[0] != '{')
-        return st_fail(err, errcap, "%s: header is not a JSON object", file);
+        return text_fail(err, errcap, "%s: header is not a JSON object", file);
     if (!text_is_utf8(hdr, (size_t)n))
-        return st_fail(err, errcap, "%s: header is not valid UTF-8", file);
+        return text_fail(err, errcap, "%s: header is not valid UTF-8", file);
     json_error_t jerr;
     json_t *root = json_loadb(hdr, (size_t)n, JSON_REJECT_DUPLICATES, &jerr);
     if (!root && json_error_code(&jerr) == json_error_duplicate_key)
-        return st_fail(err, errcap, "%s: duplicate tensor name in the header (%s)", file,
-                       jerr.text);
+        return text_fail(err, errcap, "%s: duplicate tensor name in the header (%s)", file,
+                         jerr.text);
     if (!root)
-        return st_fail(err, errcap, "%s: header is not valid JSON: %s (byte %d)", file, jerr.text,
-                       jerr.position);
+        return text_fail(err, errcap, "%s: header is not valid JSON: %s (byte %d)", file, jerr.text,
+                         jerr.position);
     if (!json_is_object(root)) {
         json_decref(root);
-        return st_fail(err, errcap, "%s: header is not a JSON object", file);
+        return text_fail(err, errcap, "%s: header is not a JSON object", file);
     }
     *out = root;
     *data_start = 8 + (size_t)n;
@@ -313,7 +304,7 @@ static int st_parse(const char *file, const uint8_t *buf, size_t len, st_parsed 
     out->tensors = calloc(cap ? cap : 1, sizeof *out->tensors);
     if (!out->tensors) {
         st_parsed_free(out);
-        return st_fail(err, errcap, "%s: out of memory", file);
+        return text_fail(err, errcap, "%s: out of memory", file);
     }
     const char *key;
     const json_t *v;
@@ -338,7 +329,7 @@ static int st_parse(const char *file, const uint8_t *buf, size_t len, st_parsed 
 int pol_st_check_buffer(const uint8_t *buf, size_t len, char *err, size_t errcap)
 {
     if (!buf && len)
-        return st_fail(err, errcap, "safetensors buffer: NULL");
+        return text_fail(err, errcap, "safetensors buffer: NULL");
     st_parsed p;
     if (st_parse("safetensors buffer", buf ? buf : (const uint8_t *)"", len, &p, err, errcap) < 0)
         return -1;
@@ -368,11 +359,11 @@ static int map_file(const char *path, void **map, size_t *len, char *err, size_t
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return st_fail(err, errcap, "%s: %s", path, strerror(errno));
+        return text_fail(err, errcap, "%s: %s", path, strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
         close(fd);
-        return st_fail(err, errcap, "%s: not a regular file", path);
+        return text_fail(err, errcap, "%s: not a regular file", path);
     }
     *map = NULL;
     *len = (size_t)sb.st_size;
@@ -381,7 +372,7 @@ static int map_file(const char *path, void **map, size_t *len, char *err, size_t
         if (m == MAP_FAILED) {
             int e = errno;
             close(fd);
-            return st_fail(err, errcap, "%s: mmap: %s", path, strerror(e));
+            return text_fail(err, errcap, "%s: mmap: %s", path, strerror(e));
         }
         *map = m;
     }
@@ -394,12 +385,12 @@ static int st_add_file(pol_st *st, const char *path, char *err, size_t errcap)
 {
     st_file *files = realloc(st->files, (st->n_files + 1) * sizeof *files);
     if (!files)
-        return st_fail(err, errcap, "%s: out of memory", path);
+        return text_fail(err, errcap, "%s: out of memory", path);
     st->files = files;
     st_file *f = &st->files[st->n_files];
     memset(f, 0, sizeof *f);
     if (!(f->path = strdup(path)))
-        return st_fail(err, errcap, "%s: out of memory", path);
+        return text_fail(err, errcap, "%s: out of memory", path);
     st->n_files++; /* from here pol_st_free releases it */
     if (map_file(path, &f->map, &f->len, err, errcap) < 0)
         return -1;
@@ -410,7 +401,7 @@ static int st_add_file(pol_st *st, const char *path, char *err, size_t errcap)
     pol_tensor *ts = realloc(st->tensors, (st->n + p.n + 1) * sizeof *ts);
     if (!ts) {
         free(p.tensors);
-        return st_fail(err, errcap, "%s: out of memory", path);
+        return text_fail(err, errcap, "%s: out of memory", path);
     }
     st->tensors = ts;
     memcpy(st->tensors + st->n, p.tensors, p.n * sizeof *ts);
@@ -430,8 +421,8 @@ static int st_sort_unique(pol_st *st, char *err, size_t errcap)
     qsort(st->tensors, st->n, sizeof *st->tensors, tensor_name_cmp);
     for (size_t i = 1; i < st->n; i++)
         if (strcmp(st->tensors[i - 1].name, st->tensors[i].name) == 0)
-            return st_fail(err, errcap, "tensor '%s' is in two shards: %s and %s",
-                           st->tensors[i].name, st->tensors[i - 1].file, st->tensors[i].file);
+            return text_fail(err, errcap, "tensor '%s' is in two shards: %s and %s",
+                             st->tensors[i].name, st->tensors[i - 1].file, st->tensors[i].file);
     return 0;
 }
 
@@ -475,16 +466,17 @@ static int collect_shards(const char *index, const json_t *wmap, const char ***o
     size_t n = 0, cap = json_object_size(wmap);
     const char **names = calloc(cap ? cap : 1, sizeof *names);
     if (!names)
-        return st_fail(err, errcap, "%s: out of memory", index);
+        return text_fail(err, errcap, "%s: out of memory", index);
     const char *key;
     const json_t *v;
     json_object_foreach((json_t *)wmap, key, v)
     {
         if (!json_is_string(v) || !shard_name_ok(json_string_value(v))) {
             free(names);
-            return st_fail(err, errcap,
-                           "%s: weight_map entry for tensor '%s' is not a relative shard file name",
-                           index, key);
+            return text_fail(
+                err, errcap,
+                "%s: weight_map entry for tensor '%s' is not a relative shard file name", index,
+                key);
         }
         names[n++] = json_string_value(v);
     }
@@ -513,23 +505,23 @@ static int check_weight_map(const pol_st *st, const char *index, const json_t *w
         const pol_tensor *t = &st->tensors[i];
         const json_t *v = json_object_get(wmap, t->name);
         if (!v)
-            return st_fail(err, errcap, "%s: tensor '%s' of shard %s is not in the weight_map",
-                           index, t->name, t->file);
+            return text_fail(err, errcap, "%s: tensor '%s' of shard %s is not in the weight_map",
+                             index, t->name, t->file);
         const char *shard = json_string_value(v);
         if (strcmp(t->file + dir_len, shard) != 0)
-            return st_fail(err, errcap,
-                           "%s: weight_map puts tensor '%s' in '%s', but it is in shard %s", index,
-                           t->name, shard, t->file);
+            return text_fail(err, errcap,
+                             "%s: weight_map puts tensor '%s' in '%s', but it is in shard %s",
+                             index, t->name, shard, t->file);
     }
     const char *key;
     const json_t *v;
     json_object_foreach((json_t *)wmap, key, v)
     {
         if (!pol_st_find(st, key))
-            return st_fail(err, errcap,
-                           "%s: weight_map puts tensor '%s' in shard '%s', which does "
-                           "not hold it",
-                           index, key, json_string_value(v));
+            return text_fail(err, errcap,
+                             "%s: weight_map puts tensor '%s' in shard '%s', which does "
+                             "not hold it",
+                             index, key, json_string_value(v));
     }
     return 0;
 }
@@ -545,15 +537,15 @@ static int load_index_json(const char *index, json_t **out, char *err, size_t er
     if (map)
         munmap(map, len);
     if (!root)
-        return st_fail(err, errcap, "%s: not valid JSON: %s (line %d)", index, jerr.text,
-                       jerr.line);
+        return text_fail(err, errcap, "%s: not valid JSON: %s (line %d)", index, jerr.text,
+                         jerr.line);
     if (!json_is_object(root) || !json_is_object(json_object_get(root, "weight_map"))) {
         json_decref(root);
-        return st_fail(err, errcap, "%s: no \"weight_map\" object", index);
+        return text_fail(err, errcap, "%s: no \"weight_map\" object", index);
     }
     if (json_object_size(json_object_get(root, "weight_map")) == 0) {
         json_decref(root);
-        return st_fail(err, errcap, "%s: the weight_map is empty", index);
+        return text_fail(err, errcap, "%s: the weight_map is empty", index);
     }
     *out = root;
     return 0;
@@ -571,13 +563,13 @@ static int open_shards(pol_st *st, const char *index, const json_t *wmap, char *
         size_t need = dir_len + strlen(shards[i]) + 1;
         char *path = malloc(need);
         if (!path) {
-            rc = st_fail(err, errcap, "%s: out of memory", index);
+            rc = text_fail(err, errcap, "%s: out of memory", index);
             break;
         }
         snprintf(path, need, "%.*s%s", (int)dir_len, index, shards[i]);
         if (access(path, F_OK) != 0)
-            rc = st_fail(err, errcap, "%s: shard '%s' is missing (%s)", index, shards[i],
-                         strerror(errno));
+            rc = text_fail(err, errcap, "%s: shard '%s' is missing (%s)", index, shards[i],
+                           strerror(errno));
         else
             rc = st_add_file(st, path, err, errcap);
         free(path);
@@ -613,21 +605,21 @@ static int open_path(pol_st *st, const char *path, char *err, size_t errcap)
 {
     struct stat sb;
     if (stat(path, &sb) < 0)
-        return st_fail(err, errcap, "%s: %s", path, strerror(errno));
+        return text_fail(err, errcap, "%s: %s", path, strerror(errno));
     if (S_ISDIR(sb.st_mode)) {
         char p[4096];
         if (!text_fmt(p, sizeof p, "%s/model.safetensors.index.json", path))
-            return st_fail(err, errcap, "%s: path too long", path);
+            return text_fail(err, errcap, "%s: path too long", path);
         if (access(p, F_OK) == 0)
             return open_index(st, p, err, errcap);
         if (!text_fmt(p, sizeof p, "%s/model.safetensors", path))
-            return st_fail(err, errcap, "%s: path too long", path);
+            return text_fail(err, errcap, "%s: path too long", path);
         if (access(p, F_OK) == 0)
             return st_add_file(st, p, err, errcap);
-        return st_fail(err, errcap,
-                       "%s: holds neither model.safetensors.index.json nor "
-                       "model.safetensors",
-                       path);
+        return text_fail(err, errcap,
+                         "%s: holds neither model.safetensors.index.json nor "
+                         "model.safetensors",
+                         path);
     }
     if (ends_with(path, ".json"))
         return open_index(st, path, err, errcap);
@@ -637,11 +629,11 @@ static int open_path(pol_st *st, const char *path, char *err, size_t errcap)
 int pol_st_open(const char *path, pol_st **out, char *err, size_t errcap)
 {
     if (!path || !out)
-        return st_fail(err, errcap, "pol_st_open: no path");
+        return text_fail(err, errcap, "pol_st_open: no path");
     *out = NULL;
     pol_st *st = calloc(1, sizeof *st);
     if (!st)
-        return st_fail(err, errcap, "%s: out of memory", path);
+        return text_fail(err, errcap, "%s: out of memory", path);
     if (open_path(st, path, err, errcap) < 0 || st_sort_unique(st, err, errcap) < 0) {
         pol_st_free(st);
         return -1;
@@ -735,18 +727,18 @@ static int add_metadata(const char *path, json_t *root, const char *const *metad
         return 0;
     json_t *meta = json_object();
     if (!meta || json_object_set_new(root, "__metadata__", meta) < 0)
-        return st_fail(err, errcap, "%s: out of memory", path);
+        return text_fail(err, errcap, "%s: out of memory", path);
     for (size_t i = 0; metadata[i]; i += 2) {
         if (!metadata[i + 1])
-            return st_fail(err, errcap, "%s: metadata key '%s' has no value", path, metadata[i]);
+            return text_fail(err, errcap, "%s: metadata key '%s' has no value", path, metadata[i]);
         json_t *v = json_string(metadata[i + 1]);
         if (!v)
-            return st_fail(err, errcap, "%s: metadata '%s': value is not valid UTF-8", path,
-                           metadata[i]);
+            return text_fail(err, errcap, "%s: metadata '%s': value is not valid UTF-8", path,
+                             metadata[i]);
         if (json_object_get(meta, metadata[i]) || json_object_set_new(meta, metadata[i], v) < 0) {
             json_decref(v);
-            return st_fail(err, errcap, "%s: metadata key '%s': duplicate or not valid UTF-8", path,
-                           metadata[i]);
+            return text_fail(err, errcap, "%s: metadata key '%s': duplicate or not valid UTF-8",
+                             path, metadata[i]);
         }
     }
     return 0;
@@ -758,23 +750,24 @@ static int entry_bytes(const char *path, const pol_st_entry *e, uint64_t *nbytes
 {
     const char *name = e->name;
     if (!name || !*name || strcmp(name, "__metadata__") == 0 || !text_is_utf8(name, strlen(name)))
-        return st_fail(err, errcap, "%s: tensor '%s': not a valid tensor name", path,
-                       name ? name : "(null)");
+        return text_fail(err, errcap, "%s: tensor '%s': not a valid tensor name", path,
+                         name ? name : "(null)");
     if (!pol_dtype_name(e->dtype))
-        return st_fail(err, errcap, "%s: tensor '%s': unknown dtype %d", path, name, (int)e->dtype);
+        return text_fail(err, errcap, "%s: tensor '%s': unknown dtype %d", path, name,
+                         (int)e->dtype);
     if (e->ndim < 0 || e->ndim > POL_ST_MAX_DIMS)
-        return st_fail(err, errcap, "%s: tensor '%s': %d dims (0 to %d allowed)", path, name,
-                       e->ndim, POL_ST_MAX_DIMS);
+        return text_fail(err, errcap, "%s: tensor '%s': %d dims (0 to %d allowed)", path, name,
+                         e->ndim, POL_ST_MAX_DIMS);
     uint64_t count = dtype_sizes[e->dtype];
     for (int i = 0; i < e->ndim; i++)
         if (e->shape[i] < 0 || __builtin_mul_overflow(count, (uint64_t)e->shape[i], &count))
-            return st_fail(err, errcap,
-                           "%s: tensor '%s': shape[%d] = %lld is negative or overflows", path, name,
-                           i, (long long)e->shape[i]);
+            return text_fail(err, errcap,
+                             "%s: tensor '%s': shape[%d] = %lld is negative or overflows", path,
+                             name, i, (long long)e->shape[i]);
     if (count > (uint64_t)INT64_MAX / 2)
-        return st_fail(err, errcap, "%s: tensor '%s': too large", path, name);
+        return text_fail(err, errcap, "%s: tensor '%s': too large", path, name);
     if (count && !e->data)
-        return st_fail(err, errcap, "%s: tensor '%s': no data", path, name);
+        return text_fail(err, errcap, "%s: tensor '%s': no data", path, name);
     *nbytes = count;
     return 0;
 }
@@ -795,7 +788,7 @@ static json_t *build_header(const char *path, const pol_st_entry *entries, size_
 {
     json_t *root = json_object();
     if (!root) {
-        st_fail(err, errcap, "%s: out of memory", path);
+        text_fail(err, errcap, "%s: out of memory", path);
         return NULL;
     }
     if (add_metadata(path, root, metadata, err, errcap) < 0)
@@ -807,16 +800,16 @@ static json_t *build_header(const char *path, const pol_st_entry *entries, size_
         if (entry_bytes(path, &entries[i], &nbytes, err, errcap) < 0)
             goto fail;
         if (json_object_get(root, name)) {
-            st_fail(err, errcap, "%s: tensor '%s': duplicate name", path, name);
+            text_fail(err, errcap, "%s: tensor '%s': duplicate name", path, name);
             goto fail;
         }
         if (at + nbytes > (uint64_t)INT64_MAX) {
-            st_fail(err, errcap, "%s: tensor '%s': the file would be too large", path, name);
+            text_fail(err, errcap, "%s: tensor '%s': the file would be too large", path, name);
             goto fail;
         }
         json_t *ej = entry_json(&entries[i], at, at + nbytes);
         if (!ej || json_object_set_new(root, name, ej) < 0) {
-            st_fail(err, errcap, "%s: tensor '%s': out of memory", path, name);
+            text_fail(err, errcap, "%s: tensor '%s': out of memory", path, name);
             goto fail;
         }
         at += nbytes;
@@ -886,21 +879,21 @@ static int write_tmp(const char *tmp, const char *hdr, const pol_st_entry *entri
 {
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
-        return st_fail(err, errcap, "%s: %s", tmp, strerror(errno));
+        return text_fail(err, errcap, "%s: %s", tmp, strerror(errno));
     int rc = write_contents(fd, hdr, entries, n) < 0 || fsync(fd) < 0 ? -1 : 0;
     int e = errno;
     if (close(fd) < 0 && rc == 0) {
         rc = -1;
         e = errno;
     }
-    return rc < 0 ? st_fail(err, errcap, "%s: write: %s", tmp, strerror(e)) : 0;
+    return rc < 0 ? text_fail(err, errcap, "%s: write: %s", tmp, strerror(e)) : 0;
 }
 
 int pol_st_write(const char *path, const pol_st_entry *entries, size_t n,
                  const char *const *metadata, char *err, size_t errcap)
 {
     if (!path || (!entries && n))
-        return st_fail(err, errcap, "pol_st_write: no path or entries");
+        return text_fail(err, errcap, "pol_st_write: no path or entries");
     json_t *root = build_header(path, entries, n, metadata, err, errcap);
     if (!root)
         return -1;
@@ -911,12 +904,12 @@ int pol_st_write(const char *path, const pol_st_entry *entries, size_t n,
     if (!hdr || !tmp) {
         free(hdr);
         free(tmp);
-        return st_fail(err, errcap, "%s: out of memory", path);
+        return text_fail(err, errcap, "%s: out of memory", path);
     }
     snprintf(tmp, tmp_len, "%s.tmp", path);
     int rc = write_tmp(tmp, hdr, entries, n, err, errcap);
     if (rc == 0 && rename(tmp, path) < 0)
-        rc = st_fail(err, errcap, "%s: rename from %s: %s", path, tmp, strerror(errno));
+        rc = text_fail(err, errcap, "%s: rename from %s: %s", path, tmp, strerror(errno));
     if (rc == 0)
         fsync_parent_dir(path);
     else

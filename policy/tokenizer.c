@@ -171,7 +171,7 @@ static int split_added(enc_ctx *c, const char *s, size_t n, int pass, segment_fn
         if (done < start && gap(c, s + done, start - done) < 0)
             return -1;
         if (ptok_ids_push(&c->out, a->id) < 0)
-            return ptok_fail(c->err, c->errcap, "out of memory");
+            return text_fail(c->err, c->errcap, "out of memory");
         done = stop;
     }
     return done < n ? gap(c, s + done, n - done) : 0;
@@ -182,7 +182,7 @@ static int split_added(enc_ctx *c, const char *s, size_t n, int pass, segment_fn
 static int encode_piece(enc_ctx *c, const char *s, size_t n)
 {
     if (ptok_bpe_piece(c->t, s, n, &c->bpe, &c->out) < 0)
-        return ptok_fail(c->err, c->errcap, "out of memory");
+        return text_fail(c->err, c->errcap, "out of memory");
     return 0;
 }
 
@@ -199,7 +199,7 @@ static int next_match(enc_ctx *c, const pcre2_code *re, const char *s, size_t n,
     if (rc < 0) {
         PCRE2_UCHAR msg[160];
         pcre2_get_error_message(rc, msg, sizeof msg);
-        return ptok_fail(c->err, c->errcap, "pre-tokenizer regex: %s", (char *)msg);
+        return text_fail(c->err, c->errcap, "pre-tokenizer regex: %s", (char *)msg);
     }
     PCRE2_SIZE *ov = pcre2_get_ovector_pointer(c->md);
     *ms = ov[0] < from ? from : ov[0];
@@ -258,7 +258,7 @@ static int normalize_segment(enc_ctx *c, const char *s, size_t n)
     utf8proc_ssize_t len = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n, &nfc,
                                         UTF8PROC_STABLE | UTF8PROC_COMPOSE);
     if (len < 0)
-        return ptok_fail(c->err, c->errcap, "NFC: %s", utf8proc_errmsg(len));
+        return text_fail(c->err, c->errcap, "NFC: %s", utf8proc_errmsg(len));
     int rc = split_added(c, (const char *)nfc, (size_t)len, 1, pre_split_top);
     free(nfc);
     return rc;
@@ -285,14 +285,14 @@ int pol_tok_encode(const pol_tok *t, const char *text, size_t len, bool allow_sp
     *ids = NULL;
     *n = 0;
     if (!text && len)
-        return ptok_fail(err, errcap, "no text");
+        return text_fail(err, errcap, "no text");
     if (!text_is_utf8(text, len))
-        return ptok_fail(err, errcap, "the text is not valid UTF-8 (byte %zu)",
+        return text_fail(err, errcap, "the text is not valid UTF-8 (byte %zu)",
                          first_invalid_byte(text, len));
     enc_ctx c = {.t = t, .allow_special = allow_special, .err = err, .errcap = errcap};
     c.md = pcre2_match_data_create(1, NULL);
     if (!c.md)
-        return ptok_fail(err, errcap, "out of memory");
+        return text_fail(err, errcap, "out of memory");
     int rc = split_added(&c, text ? text : "", len, 0, normalize_segment);
     pcre2_match_data_free(c.md);
     ptok_bpe_scratch_free(&c.bpe);
@@ -302,7 +302,7 @@ int pol_tok_encode(const pol_tok *t, const char *text, size_t len, bool allow_sp
     }
     *ids = c.out.v ? c.out.v : malloc(sizeof **ids); /* never NULL on success */
     if (!*ids)
-        return ptok_fail(err, errcap, "out of memory");
+        return text_fail(err, errcap, "out of memory");
     *n = c.out.n;
     return 0;
 }
@@ -322,14 +322,14 @@ int pol_tok_decode(const pol_tok *t, const int32_t *ids, size_t n, bool skip_spe
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
         if (!id_assigned(t, ids[i]))
-            return ptok_fail(err, errcap,
+            return text_fail(err, errcap,
                              "id %d (position %zu) is not a token of this vocabulary (0..%zu)",
                              ids[i], i, t->nids - 1);
         total += t->dec_off[ids[i] + 1] - t->dec_off[ids[i]];
     }
     char *buf = malloc(total + 1);
     if (!buf)
-        return ptok_fail(err, errcap, "out of memory");
+        return text_fail(err, errcap, "out of memory");
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
         if (skip_special && (t->dec_flags[ids[i]] & PTOK_SPECIAL))

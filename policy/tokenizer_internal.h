@@ -14,11 +14,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/text.h"
+
 /* Ids index the decoding table: a bound keeps a hostile file from asking for gigabytes. */
 #define PTOK_ID_MAX ((1 << 24) - 1)
 
 /* Fills err (when given) and returns -1. */
-int ptok_fail(char *err, size_t errcap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* A boolean field of obj: def when absent or null; -1 (message naming where.key) otherwise. */
 int ptok_json_bool(json_t *obj, const char *key, bool def, bool *out, const char *where, char *err,
                    size_t errcap);

@@ -23,17 +23,6 @@
 static const char GPT2_PATTERN[] =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
-int ptok_fail(char *err, size_t errcap, const char *fmt, ...)
-{
-    if (err && errcap) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errcap, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
 /* ---- small JSON helpers ---------------------------------------------------------------------- */
 
 /* A boolean field: def when absent or null; -1 (message filled) when of another type. */
@@ -45,7 +34,7 @@ int ptok_json_bool(json_t *obj, const char *key, bool def, bool *out, const char
     if (!v || json_is_null(v))
         return 0;
     if (!json_is_boolean(v))
-        return ptok_fail(err, errcap, "%s.%s: expected true or false", where, key);
+        return text_fail(err, errcap, "%s.%s: expected true or false", where, key);
     *out = json_is_true(v);
     return 0;
 }
@@ -54,12 +43,12 @@ int ptok_json_bool(json_t *obj, const char *key, bool def, bool *out, const char
 const char *ptok_json_type(json_t *obj, const char *where, char *err, size_t errcap)
 {
     if (!json_is_object(obj)) {
-        ptok_fail(err, errcap, "%s: expected an object", where);
+        text_fail(err, errcap, "%s: expected an object", where);
         return NULL;
     }
     const char *type = json_string_value(json_object_get(obj, "type"));
     if (!type)
-        ptok_fail(err, errcap, "%s: \"type\" is missing", where);
+        text_fail(err, errcap, "%s: \"type\" is missing", where);
     return type;
 }
 
@@ -67,10 +56,10 @@ int ptok_json_id(json_t *v, const char *where, const char *name, int32_t *out, c
                  size_t errcap)
 {
     if (!json_is_integer(v))
-        return ptok_fail(err, errcap, "%s: '%s': the id must be an integer", where, name);
+        return text_fail(err, errcap, "%s: '%s': the id must be an integer", where, name);
     json_int_t id = json_integer_value(v);
     if (id < 0 || id > PTOK_ID_MAX)
-        return ptok_fail(err, errcap, "%s: '%s': id %lld is out of range (0..%d)", where, name,
+        return text_fail(err, errcap, "%s: '%s': id %lld is out of range (0..%d)", where, name,
                          (long long)id, PTOK_ID_MAX);
     *out = (int32_t)id;
     return 0;
@@ -91,10 +80,10 @@ static int load_normalizer(pol_tok *t, json_t *root, char *err, size_t errcap)
         return 0;
     }
     if (strcmp(type, "Sequence"))
-        return ptok_fail(err, errcap, "normalizer: '%s' is not supported (only NFC)", type);
+        return text_fail(err, errcap, "normalizer: '%s' is not supported (only NFC)", type);
     json_t *list = json_object_get(n, "normalizers");
     if (!json_is_array(list))
-        return ptok_fail(err, errcap, "normalizer.normalizers: expected an array");
+        return text_fail(err, errcap, "normalizer.normalizers: expected an array");
     size_t i;
     json_t *item;
     json_array_foreach(list, i, item)
@@ -103,7 +92,7 @@ static int load_normalizer(pol_tok *t, json_t *root, char *err, size_t errcap)
         if (!itype)
             return -1;
         if (strcmp(itype, "NFC"))
-            return ptok_fail(err, errcap,
+            return text_fail(err, errcap,
                              "normalizer.normalizers[%zu]: '%s' is not supported (only NFC)", i,
                              itype);
         t->nfc = true;
@@ -182,7 +171,7 @@ static int add_split(pol_tok *t, const char *pattern, size_t len, bool literal, 
 {
     pcre2_code **splits = realloc(t->splits, (t->nsplits + 1) * sizeof *splits);
     if (!splits)
-        return ptok_fail(err, errcap, "%s: out of memory", where);
+        return text_fail(err, errcap, "%s: out of memory", where);
     t->splits = splits;
     int code;
     PCRE2_SIZE at;
@@ -190,7 +179,7 @@ static int add_split(pol_tok *t, const char *pattern, size_t len, bool literal, 
     if (!re) {
         PCRE2_UCHAR msg[160];
         pcre2_get_error_message(code, msg, sizeof msg);
-        return ptok_fail(err, errcap, "%s: the pattern does not compile at offset %zu: %s", where,
+        return text_fail(err, errcap, "%s: the pattern does not compile at offset %zu: %s", where,
                          (size_t)at, (char *)msg);
     }
     pcre2_jit_compile(re, PCRE2_JIT_COMPLETE); /* without JIT, pcre2_match interprets */
@@ -203,19 +192,19 @@ static int load_split(pol_tok *t, json_t *split, const char *where, char *err, s
 {
     const char *behavior = json_string_value(json_object_get(split, "behavior"));
     if (!behavior || strcmp(behavior, "Isolated"))
-        return ptok_fail(err, errcap, "%s.behavior: '%s' is not supported (only Isolated)", where,
+        return text_fail(err, errcap, "%s.behavior: '%s' is not supported (only Isolated)", where,
                          behavior ? behavior : "(missing)");
     bool invert;
     if (ptok_json_bool(split, "invert", false, &invert, where, err, errcap) < 0)
         return -1;
     if (invert)
-        return ptok_fail(err, errcap, "%s.invert: true is not supported", where);
+        return text_fail(err, errcap, "%s.invert: true is not supported", where);
     json_t *pattern = json_object_get(split, "pattern");
     json_t *regex = json_object_get(pattern, "Regex"),
            *literal = json_object_get(pattern, "String");
     json_t *p = regex ? regex : literal;
     if (!json_is_string(p))
-        return ptok_fail(err, errcap, "%s.pattern: expected {\"Regex\": ...} or {\"String\": ...}",
+        return text_fail(err, errcap, "%s.pattern: expected {\"Regex\": ...} or {\"String\": ...}",
                          where);
     return add_split(t, json_string_value(p), json_string_length(p), p == literal, where, err,
                      errcap);
@@ -230,7 +219,7 @@ static int load_bytelevel(pol_tok *t, json_t *bl, const char *where, char *err, 
         ptok_json_bool(bl, "use_regex", true, &use_regex, where, err, errcap) < 0)
         return -1;
     if (prefix)
-        return ptok_fail(err, errcap, "%s.add_prefix_space: true is not supported", where);
+        return text_fail(err, errcap, "%s.add_prefix_space: true is not supported", where);
     if (use_regex)
         return add_split(t, GPT2_PATTERN, sizeof GPT2_PATTERN - 1, false, where, err, errcap);
     return 0;
@@ -240,14 +229,14 @@ static int load_pre_tokenizer(pol_tok *t, json_t *root, char *err, size_t errcap
 {
     json_t *pt = json_object_get(root, "pre_tokenizer");
     if (!pt || json_is_null(pt))
-        return ptok_fail(err, errcap, "pre_tokenizer: missing (a byte-level BPE needs ByteLevel)");
+        return text_fail(err, errcap, "pre_tokenizer: missing (a byte-level BPE needs ByteLevel)");
     const char *type = ptok_json_type(pt, "pre_tokenizer", err, errcap);
     if (!type)
         return -1;
     if (!strcmp(type, "ByteLevel"))
         return load_bytelevel(t, pt, "pre_tokenizer", err, errcap);
     if (strcmp(type, "Sequence"))
-        return ptok_fail(err, errcap,
+        return text_fail(err, errcap,
                          "pre_tokenizer: '%s' is not supported (ByteLevel or a Sequence of "
                          "Split and ByteLevel)",
                          type);
@@ -268,28 +257,28 @@ static int load_pre_tokenizer(pol_tok *t, json_t *root, char *err, size_t errcap
         } else if (!strcmp(itype, "ByteLevel") && last) {
             return load_bytelevel(t, item, where, err, errcap);
         } else {
-            return ptok_fail(err, errcap,
+            return text_fail(err, errcap,
                              "%s: '%s' is not supported here (Splits, then one ByteLevel "
                              "last)",
                              where, itype);
         }
     }
-    return ptok_fail(err, errcap, "pre_tokenizer: the Sequence must end with ByteLevel");
+    return text_fail(err, errcap, "pre_tokenizer: the Sequence must end with ByteLevel");
 }
 
 static int check_decoder_and_options(json_t *root, char *err, size_t errcap)
 {
     json_t *dec = json_object_get(root, "decoder");
     if (!dec || json_is_null(dec))
-        return ptok_fail(err, errcap, "decoder: missing (ByteLevel expected)");
+        return text_fail(err, errcap, "decoder: missing (ByteLevel expected)");
     const char *type = ptok_json_type(dec, "decoder", err, errcap);
     if (!type)
         return -1;
     if (strcmp(type, "ByteLevel"))
-        return ptok_fail(err, errcap, "decoder: '%s' is not supported (only ByteLevel)", type);
+        return text_fail(err, errcap, "decoder: '%s' is not supported (only ByteLevel)", type);
     json_t *trunc = json_object_get(root, "truncation");
     if (trunc && !json_is_null(trunc))
-        return ptok_fail(err, errcap, "truncation: not supported (null expected)");
+        return text_fail(err, errcap, "truncation: not supported (null expected)");
     /* post_processor only adds tokens when asked to (add_special_tokens), which this API never
      * does: chat templates write their own BOS. padding only concerns batches. */
     return 0;
@@ -303,15 +292,15 @@ static int read_json(const char *path, json_t **root, char *err, size_t errcap)
     size_t len = 0;
     int rc = file_read_all(path, TOK_FILE_MAX, &buf, &len);
     if (rc < 0)
-        return ptok_fail(err, errcap, "%s", rc == -EFBIG ? "larger than 1 GiB" : strerror(-rc));
+        return text_fail(err, errcap, "%s", rc == -EFBIG ? "larger than 1 GiB" : strerror(-rc));
     json_error_t jerr;
     *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
     free(buf);
     if (!*root)
-        return ptok_fail(err, errcap, "line %d: %s", jerr.line, jerr.text);
+        return text_fail(err, errcap, "line %d: %s", jerr.line, jerr.text);
     if (!json_is_object(*root)) {
         json_decref(*root);
-        return ptok_fail(err, errcap, "expected a JSON object");
+        return text_fail(err, errcap, "expected a JSON object");
     }
     return 0;
 }
@@ -325,7 +314,7 @@ static int load_parts(pol_tok *t, json_t *root, char *err, size_t errcap)
         ptok_load_added(t, root, err, errcap) < 0)
         return -1;
     if (!t->nids)
-        return ptok_fail(err, errcap, "model.vocab: empty");
+        return text_fail(err, errcap, "model.vocab: empty");
     return ptok_build_decoder(t, err, errcap);
 }
 
@@ -348,16 +337,16 @@ int pol_tok_load(const char *path, pol_tok **out, char *err, size_t errcap)
     *out = NULL;
     char file[4096], msg[512];
     if (resolve_path(path, file, sizeof file) < 0)
-        return ptok_fail(err, errcap, "%s: path too long", path);
+        return text_fail(err, errcap, "%s: path too long", path);
     json_t *root = NULL;
     if (read_json(file, &root, msg, sizeof msg) < 0)
-        return ptok_fail(err, errcap, "%s: %s", file, msg);
+        return text_fail(err, errcap, "%s: %s", file, msg);
     pol_tok *t = calloc(1, sizeof *t);
-    int rc = t ? load_parts(t, root, msg, sizeof msg) : ptok_fail(msg, sizeof msg, "out of memory");
+    int rc = t ? load_parts(t, root, msg, sizeof msg) : text_fail(msg, sizeof msg, "out of memory");
     json_decref(root);
     if (rc < 0) {
         pol_tok_free(t);
-        return ptok_fail(err, errcap, "%s: %s", file, msg);
+        return text_fail(err, errcap, "%s: %s", file, msg);
     }
     *out = t;
     return 0;

@@ -16,7 +16,7 @@
 static int load_vocab(pol_tok *t, json_t *vocab, char *err, size_t errcap)
 {
     if (!json_is_object(vocab))
-        return ptok_fail(err, errcap, "model.vocab: expected an object {token: id}");
+        return text_fail(err, errcap, "model.vocab: expected an object {token: id}");
     size_t total = 0, count = json_object_size(vocab);
     const char *key;
     size_t klen;
@@ -27,7 +27,7 @@ static int load_vocab(pol_tok *t, json_t *vocab, char *err, size_t errcap)
     }
     t->arena = malloc(total ? total : 1);
     if (!t->arena || ptok_strmap_init(&t->vocab, count) < 0)
-        return ptok_fail(err, errcap, "model.vocab: out of memory");
+        return text_fail(err, errcap, "model.vocab: out of memory");
     size_t off = 0;
     json_object_keylen_foreach(vocab, key, klen, v)
     {
@@ -39,7 +39,7 @@ static int load_vocab(pol_tok *t, json_t *vocab, char *err, size_t errcap)
         copy[klen] = '\0';
         off += klen + 1;
         if (ptok_strmap_put(&t->vocab, copy, klen, id, NULL) < 0)
-            return ptok_fail(err, errcap, "model.vocab: out of memory");
+            return text_fail(err, errcap, "model.vocab: out of memory");
         if ((size_t)id + 1 > t->nids)
             t->nids = (size_t)id + 1;
     }
@@ -51,7 +51,7 @@ static int check_vocab_ids(const pol_tok *t, char *err, size_t errcap)
 {
     uint8_t *seen = calloc(t->nids ? t->nids : 1, 1);
     if (!seen)
-        return ptok_fail(err, errcap, "model.vocab: out of memory");
+        return text_fail(err, errcap, "model.vocab: out of memory");
     int rc = 0;
     for (size_t e = 0; e < t->vocab.n && rc == 0; e++) {
         int32_t id = t->vocab.vals[e];
@@ -62,7 +62,7 @@ static int check_vocab_ids(const pol_tok *t, char *err, size_t errcap)
         size_t first = 0;
         while (t->vocab.vals[first] != id)
             first++;
-        rc = ptok_fail(err, errcap, "model.vocab: '%s' and '%s' share id %d", t->vocab.keys[first],
+        rc = text_fail(err, errcap, "model.vocab: '%s' and '%s' share id %d", t->vocab.keys[first],
                        t->vocab.keys[e], id);
     }
     free(seen);
@@ -81,7 +81,7 @@ static int merge_parts(json_t *m, size_t i, const char **a, size_t *alen, const 
             return 1;
         const char *sp = memchr(s, ' ', len);
         if (!sp || memchr(sp + 1, ' ', len - (size_t)(sp + 1 - s)))
-            return ptok_fail(err, errcap,
+            return text_fail(err, errcap,
                              "model.merges[%zu]: expected \"a b\" (two tokens, one space)", i);
         *a = s, *alen = (size_t)(sp - s), *b = sp + 1, *blen = len - *alen - 1;
         return 0;
@@ -94,7 +94,7 @@ static int merge_parts(json_t *m, size_t i, const char **a, size_t *alen, const 
         *blen = json_string_length(json_array_get(m, 1));
         return 0;
     }
-    return ptok_fail(err, errcap, "model.merges[%zu]: expected \"a b\" or [\"a\", \"b\"]", i);
+    return text_fail(err, errcap, "model.merges[%zu]: expected \"a b\" or [\"a\", \"b\"]", i);
 }
 
 static int add_merge(pol_tok *t, size_t i, uint32_t rank, const char *a, size_t alen, const char *b,
@@ -102,32 +102,32 @@ static int add_merge(pol_tok *t, size_t i, uint32_t rank, const char *a, size_t 
 {
     int32_t ida = ptok_strmap_get(&t->vocab, a, alen), idb = ptok_strmap_get(&t->vocab, b, blen);
     if (ida < 0 || idb < 0)
-        return ptok_fail(err, errcap, "model.merges[%zu]: '%.*s' is not in the vocabulary", i,
+        return text_fail(err, errcap, "model.merges[%zu]: '%.*s' is not in the vocabulary", i,
                          (int)(ida < 0 ? alen : blen), ida < 0 ? a : b);
     if (alen + blen > *bufcap) {
         char *p = realloc(*buf, alen + blen);
         if (!p)
-            return ptok_fail(err, errcap, "model.merges: out of memory");
+            return text_fail(err, errcap, "model.merges: out of memory");
         *buf = p, *bufcap = alen + blen;
     }
     memcpy(*buf, a, alen);
     memcpy(*buf + alen, b, blen);
     int32_t id = ptok_strmap_get(&t->vocab, *buf, alen + blen);
     if (id < 0)
-        return ptok_fail(err, errcap,
+        return text_fail(err, errcap,
                          "model.merges[%zu]: the merged token '%.*s' is not in the vocabulary", i,
                          (int)(alen + blen), *buf);
     if (ptok_mergemap_put(&t->merges, ida, idb, rank, id) < 0)
-        return ptok_fail(err, errcap, "model.merges: out of memory");
+        return text_fail(err, errcap, "model.merges: out of memory");
     return 0;
 }
 
 static int load_merges(pol_tok *t, json_t *merges, char *err, size_t errcap)
 {
     if (!json_is_array(merges))
-        return ptok_fail(err, errcap, "model.merges: expected an array");
+        return text_fail(err, errcap, "model.merges: expected an array");
     if (ptok_mergemap_init(&t->merges, json_array_size(merges)) < 0)
-        return ptok_fail(err, errcap, "model.merges: out of memory");
+        return text_fail(err, errcap, "model.merges: out of memory");
     char *buf = NULL;
     size_t bufcap = 0, i;
     uint32_t rank = 0;
@@ -155,17 +155,17 @@ static int check_model_options(json_t *model, char *err, size_t errcap)
     if (ptok_json_bool(model, "byte_fallback", false, &fallback, "model", err, errcap) < 0)
         return -1;
     if (fallback)
-        return ptok_fail(err, errcap, "model.byte_fallback: true is not supported");
+        return text_fail(err, errcap, "model.byte_fallback: true is not supported");
     json_t *dropout = json_object_get(model, "dropout");
     if (dropout && !json_is_null(dropout) &&
         !(json_is_number(dropout) && json_number_value(dropout) == 0))
-        return ptok_fail(err, errcap,
+        return text_fail(err, errcap,
                          "model.dropout: BPE dropout is not supported (null expected)");
     const char *affixes[] = {"continuing_subword_prefix", "end_of_word_suffix"};
     for (size_t i = 0; i < 2; i++) {
         json_t *v = json_object_get(model, affixes[i]);
         if (v && !json_is_null(v) && !(json_is_string(v) && json_string_length(v) == 0))
-            return ptok_fail(err, errcap, "model.%s: only null or \"\" is supported", affixes[i]);
+            return text_fail(err, errcap, "model.%s: only null or \"\" is supported", affixes[i]);
     }
     return 0;
 }
@@ -176,10 +176,10 @@ static int load_unk(pol_tok *t, json_t *model, char *err, size_t errcap)
     json_t *unk = json_object_get(model, "unk_token");
     if (unk && !json_is_null(unk)) {
         if (!json_is_string(unk))
-            return ptok_fail(err, errcap, "model.unk_token: expected a string or null");
+            return text_fail(err, errcap, "model.unk_token: expected a string or null");
         t->unk_id = ptok_strmap_get(&t->vocab, json_string_value(unk), json_string_length(unk));
         if (t->unk_id < 0)
-            return ptok_fail(err, errcap, "model.unk_token: '%s' is not in the vocabulary",
+            return text_fail(err, errcap, "model.unk_token: '%s' is not in the vocabulary",
                              json_string_value(unk));
     }
     return ptok_json_bool(model, "fuse_unk", false, &t->fuse_unk, "model", err, errcap);
@@ -189,12 +189,12 @@ int ptok_load_model(pol_tok *t, json_t *root, char *err, size_t errcap)
 {
     json_t *model = json_object_get(root, "model");
     if (!model || json_is_null(model))
-        return ptok_fail(err, errcap, "\"model\" is missing");
+        return text_fail(err, errcap, "\"model\" is missing");
     const char *type = ptok_json_type(model, "model", err, errcap);
     if (!type)
         return -1;
     if (strcmp(type, "BPE"))
-        return ptok_fail(err, errcap, "model.type: '%s' is not supported (only BPE)", type);
+        return text_fail(err, errcap, "model.type: '%s' is not supported (only BPE)", type);
     if (check_model_options(model, err, errcap) < 0 ||
         load_vocab(t, json_object_get(model, "vocab"), err, errcap) < 0 ||
         check_vocab_ids(t, err, errcap) < 0 ||
@@ -253,30 +253,30 @@ static int load_added_one(pol_tok *t, ptok_added *a, json_t *item, size_t i, int
     snprintf(where, sizeof where, "added_tokens[%zu]", i);
     json_t *content = json_object_get(item, "content");
     if (!json_is_string(content) || json_string_length(content) == 0)
-        return ptok_fail(err, errcap, "%s.content: expected a non-empty string", where);
+        return text_fail(err, errcap, "%s.content: expected a non-empty string", where);
     a->len = json_string_length(content);
     a->content = malloc(a->len + 1);
     if (!a->content)
-        return ptok_fail(err, errcap, "%s: out of memory", where);
+        return text_fail(err, errcap, "%s: out of memory", where);
     memcpy(a->content, json_string_value(content), a->len + 1);
     if (ptok_json_id(json_object_get(item, "id"), where, a->content, &a->id, err, errcap) < 0 ||
         load_added_flags(a, item, where, err, errcap) < 0)
         return -1;
     if (a->normalized && t->nfc) {
         if (nfc_copy(a->content, a->len, &a->match, &a->match_len) < 0 || !a->match_len)
-            return ptok_fail(err, errcap, "%s: content does not normalise", where);
+            return text_fail(err, errcap, "%s: content does not normalise", where);
     } else {
         a->match = a->content;
         a->match_len = a->len;
     }
     int put = ptok_strmap_put(&t->added_by_content, a->content, a->len, a->id, NULL);
     if (put != 0)
-        return ptok_fail(err, errcap,
+        return text_fail(err, errcap,
                          put > 0 ? "%s: '%s' is listed twice" : "%s: '%s': out of memory", where,
                          a->content);
     int32_t hf_id = hf_added_id(t, a, *max_added);
     if (hf_id != a->id)
-        return ptok_fail(err, errcap,
+        return text_fail(err, errcap,
                          "%s: '%s' is declared with id %d, but Hugging Face tokenizers gives "
                          "it %d (added tokens take their vocabulary id, or the next ids "
                          "after the vocabulary, in file order)",
@@ -295,17 +295,17 @@ int ptok_load_added(pol_tok *t, json_t *root, char *err, size_t errcap)
     if (!list || json_is_null(list))
         list = NULL;
     else if (!json_is_array(list))
-        return ptok_fail(err, errcap, "added_tokens: expected an array");
+        return text_fail(err, errcap, "added_tokens: expected an array");
     size_t n = json_array_size(list);
     int32_t max_added = -1;
     t->added = calloc(n ? n : 1, sizeof *t->added);
     if (!t->added || ptok_strmap_init(&t->added_by_content, n) < 0)
-        return ptok_fail(err, errcap, "added_tokens: out of memory");
+        return text_fail(err, errcap, "added_tokens: out of memory");
     for (size_t i = 0; i < n; i++) {
         t->nadded = i + 1; /* counted before it can fail, so pol_tok_free frees it */
         json_t *item = json_array_get(list, i);
         if (!json_is_object(item))
-            return ptok_fail(err, errcap, "added_tokens[%zu]: expected an object", i);
+            return text_fail(err, errcap, "added_tokens[%zu]: expected an object", i);
         if (load_added_one(t, &t->added[i], item, i, &max_added, err, errcap) < 0)
             return -1;
     }
@@ -326,11 +326,11 @@ static int index_ids(const pol_tok *t, int32_t *vocab_of, int32_t *added_of, cha
     for (size_t i = 0; i < t->nadded; i++) {
         const ptok_added *a = &t->added[i];
         if (added_of[a->id] >= 0)
-            return ptok_fail(err, errcap, "added_tokens: '%s' and '%s' share id %d",
+            return text_fail(err, errcap, "added_tokens: '%s' and '%s' share id %d",
                              t->added[added_of[a->id]].content, a->content, a->id);
         int32_t v = vocab_of[a->id];
         if (v >= 0 && (t->vocab.lens[v] != a->len || memcmp(t->vocab.keys[v], a->content, a->len)))
-            return ptok_fail(err, errcap,
+            return text_fail(err, errcap,
                              "added_tokens: '%s' has id %d, which the vocabulary gives to '%s'",
                              a->content, a->id, t->vocab.keys[v]);
         added_of[a->id] = (int32_t)i;
@@ -375,9 +375,9 @@ int ptok_build_decoder(pol_tok *t, char *err, size_t errcap)
     t->dec_flags = calloc(nids, 1);
     int rc = -1;
     if (!vocab_of || !added_of || !t->dec_bytes || !t->dec_off || !t->dec_flags)
-        ptok_fail(err, errcap, "out of memory");
+        text_fail(err, errcap, "out of memory");
     else if (total > UINT32_MAX)
-        ptok_fail(err, errcap, "the vocabulary is too large");
+        text_fail(err, errcap, "the vocabulary is too large");
     else
         rc = index_ids(t, vocab_of, added_of, err, errcap);
     size_t off = 0;

@@ -24,6 +24,11 @@ char *text_cap_head_tail(const char *text, size_t len, size_t cap, bool *truncat
  * compiler's truncation warnings stay for the call sites that ignore the result. */
 bool text_fmt(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* The error path of functions that return 0 / -1 and fill a caller's message buffer: formats
+ * into err (when err and errcap are set) and returns -1, so a check reads
+ * `if (bad) return text_fail(err, errcap, "...", ...);`. */
+int text_fail(char *err, size_t errcap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* Milliseconds of CLOCK_MONOTONIC: for durations. */
 double text_mono_ms(void);
 

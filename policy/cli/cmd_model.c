@@ -1,5 +1,6 @@
-/* kgym-policy inspect / generate / score / chat: a checkpoint's contents, and the CPU reference
- * model run on it (policy/model.h) with the tokenizer and chat templates of policy/. */
+/* kgym-policy generate / score / chat: the CPU reference model run on a checkpoint (policy/model.h)
+ * with the tokenizer and chat templates of policy/. */
+#include "cli_common.h"
 #include "cmds.h"
 
 #include "policy/chat.h"
@@ -10,26 +11,9 @@
 
 #include <errno.h>
 #include <jansson.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#define ERRCAP 1024
-
-static const char INSPECT_HELP[] =
-    "usage: kgym-policy inspect PATH [--json]\n"
-    "\n"
-    "Shows a checkpoint: its config (when PATH is a folder with config.json), every tensor with\n"
-    "dtype, shape and size, the parameter count, and whether the CPU reference would load it\n"
-    "(the first missing, misshapen or unexpected tensor). Needs no tokenizer.\n"
-    "\n"
-    "  PATH    a model folder, a model.safetensors file or a model.safetensors.index.json\n"
-    "  --json  one JSON object instead of text\n"
-    "\n"
-    "exit status: 0 ok (even when the check finds a problem), 1 unreadable checkpoint, 2 usage\n";
 
 static const char SAMPLING_HELP[] =
     "  --max-new N        new tokens at most (default 64)\n"
@@ -90,62 +74,6 @@ static const char CHAT_HELP[] =
     "\n"
     "exit status: 0 ok, 1 error, 2 usage\n";
 
-/* ---- arguments ---- */
-
-typedef struct {
-    const char *name;
-    bool takes_value;
-    const char **value; /* takes_value */
-    bool *set;          /* a flag */
-} opt_spec;
-
-/* Parses argv into specs; positional arguments go to *positional (at most one). Returns 0 to go
- * on, 1 after printing help (exit 0), 2 on a usage error (printed). */
-static int parse_args(const char *cmd, const char *help, int argc, char **argv,
-                      const opt_spec *specs, size_t n, const char **positional)
-{
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(help, stdout);
-            return 1;
-        }
-        size_t k = 0;
-        while (k < n && strcmp(a, specs[k].name))
-            k++;
-        if (k == n && a[0] != '-' && positional && !*positional) {
-            *positional = a;
-            continue;
-        }
-        if (k == n) {
-            fprintf(stderr, "kgym-policy %s: unknown argument '%s' (see --help)\n", cmd, a);
-            return 2;
-        }
-        if (!specs[k].takes_value) {
-            *specs[k].set = true;
-            continue;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "kgym-policy %s: %s needs a value\n", cmd, a);
-            return 2;
-        }
-        *specs[k].value = argv[++i];
-    }
-    return 0;
-}
-
-static int usage_error(const char *cmd, const char *what)
-{
-    fprintf(stderr, "kgym-policy %s: %s (see --help)\n", cmd, what);
-    return 2;
-}
-
-static int fail(const char *cmd, const char *err)
-{
-    fprintf(stderr, "kgym-policy %s: %s\n", cmd, err);
-    return 1;
-}
-
 static bool parse_long(const char *s, long lo, long hi, long *out)
 {
     char *end;
@@ -178,15 +106,16 @@ static int sampling_from(const char *cmd, const sampling_args *a, pol_gen_opts *
     long max_new = 64, top_k = 0, seed = 0;
     double t = 0, top_p = 1;
     if (a->max_new && !parse_long(a->max_new, 0, 1 << 20, &max_new))
-        return usage_error(cmd, "--max-new takes a count 0..1048576");
+        return cli_usage_error(cmd, "--max-new takes a count 0..1048576");
     if (a->temperature && !parse_float(a->temperature, 0, 1e6, &t))
-        return usage_error(cmd, "--temperature takes a number >= 0");
+        return cli_usage_error(cmd, "--temperature takes a number >= 0");
     if (a->top_k && !parse_long(a->top_k, 0, 1L << 30, &top_k))
-        return usage_error(cmd, "--top-k takes a count >= 0");
-    if (a->top_p && !parse_float(a->top_p, 0, 1, &top_p))
-        return usage_error(cmd, "--top-p takes a number in [0, 1]");
+        return cli_usage_error(cmd, "--top-k takes a count >= 0");
+    /* 0 would read as "off" to the sampler (sample.h), not as "the top token alone" */
+    if (a->top_p && (!parse_float(a->top_p, 0, 1, &top_p) || top_p == 0))
+        return cli_usage_error(cmd, "--top-p takes a number in (0, 1]");
     if (a->seed && !parse_long(a->seed, 0, 0x7fffffffffffffffL, &seed))
-        return usage_error(cmd, "--seed takes a number >= 0");
+        return cli_usage_error(cmd, "--seed takes a number >= 0");
     o->max_new = (int)max_new;
     o->sample =
         (pol_sample_cfg){.temperature = (float)t, .top_k = (int)top_k, .top_p = (float)top_p};
@@ -196,18 +125,6 @@ static int sampling_from(const char *cmd, const sampling_args *a, pol_gen_opts *
 
 /* ---- shared loading ---- */
 
-static bool is_file(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-static bool is_dir(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
 /* The tokenizer: --tokenizer, else the model folder's tokenizer.json when there is one (then
  * *tok may stay NULL). required: a missing one is an error. */
 static int load_tokenizer(const char *tok_path, const char *model_dir, bool required, pol_tok **tok,
@@ -216,7 +133,7 @@ static int load_tokenizer(const char *tok_path, const char *model_dir, bool requ
     char path[4096];
     *tok = NULL;
     if (!tok_path) {
-        if (!text_fmt(path, sizeof path, "%s/tokenizer.json", model_dir) || !is_file(path)) {
+        if (!text_fmt(path, sizeof path, "%s/tokenizer.json", model_dir) || !cli_is_file(path)) {
             if (required)
                 text_fmt(err, ERRCAP, "%s has no tokenizer.json: pass --tokenizer", model_dir);
             return required ? -1 : 0;
@@ -277,154 +194,6 @@ static int prompt_ids(const char *ids_json, const char *text, const pol_tok *tok
     return 0;
 }
 
-static json_t *ids_json(const int32_t *ids, int n)
-{
-    json_t *a = json_array();
-    for (int i = 0; a && i < n; i++)
-        json_array_append_new(a, json_integer(ids[i]));
-    return a;
-}
-
-static void print_json(json_t *j)
-{
-    char *s = json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII);
-    if (s)
-        puts(s);
-    free(s);
-}
-
-/* ---- inspect ---- */
-
-typedef struct {
-    size_t n_params, bytes, dtype_count[POL_DT_COUNT];
-} st_totals;
-
-static json_t *tensor_json(const pol_tensor *t)
-{
-    json_t *shape = json_array();
-    for (int d = 0; shape && d < t->ndim; d++)
-        json_array_append_new(shape, json_integer(t->shape[d]));
-    return json_pack("{s:s, s:s, s:o, s:I, s:s}", "name", t->name, "dtype",
-                     pol_dtype_name(t->dtype), "shape", shape, "bytes", (json_int_t)t->nbytes,
-                     "file", t->file);
-}
-
-static st_totals totals_of(const pol_st *st)
-{
-    st_totals s = {0};
-    for (size_t i = 0; i < pol_st_count(st); i++) {
-        const pol_tensor *t = pol_st_at(st, i);
-        s.n_params += (size_t)t->numel;
-        s.bytes += t->nbytes;
-        s.dtype_count[t->dtype]++;
-    }
-    return s;
-}
-
-static json_t *config_json(const pol_config *c)
-{
-    json_t *j = json_pack(
-        "{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:b, s:b, s:b, s:s}", "arch",
-        pol_arch_name(c->arch), "vocab_size", c->vocab_size, "hidden", c->hidden, "layers",
-        c->n_layers, "heads", c->n_heads, "kv_heads", c->n_kv_heads, "head_dim", c->head_dim, "ffn",
-        c->ffn, "max_positions", c->max_pos, "rms_eps", (double)c->rms_eps, "rope_theta",
-        c->rope_theta, "tied_embeddings", c->tie_embeddings, "qkv_bias", c->attn_bias, "qk_norm",
-        c->qk_norm, "rope_type", c->rope_type == POL_ROPE_LLAMA3 ? "llama3" : "default");
-    json_t *eos = ids_json(c->eos_ids, c->n_eos);
-    if (j && eos)
-        json_object_set_new(j, "eos_ids", eos);
-    return j;
-}
-
-static void print_config_text(const pol_config *c)
-{
-    printf("config: %s, hidden %d, layers %d, heads %d (kv %d), head_dim %d, ffn %d, vocab %d\n"
-           "        tied embeddings %s, q/k/v bias %s, q/k norm %s, rope theta %g (%s), "
-           "rms eps %g\n",
-           pol_arch_name(c->arch), c->hidden, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim,
-           c->ffn, c->vocab_size, c->tie_embeddings ? "yes" : "no", c->attn_bias ? "yes" : "no",
-           c->qk_norm ? "yes" : "no", c->rope_theta,
-           c->rope_type == POL_ROPE_LLAMA3 ? "llama3 scaling" : "default", (double)c->rms_eps);
-}
-
-static void print_inspect_text(const char *path, const pol_st *st, const pol_config *cfg,
-                               const char *check)
-{
-    st_totals s = totals_of(st);
-    printf("checkpoint: %s\n", path);
-    if (cfg)
-        print_config_text(cfg);
-    printf("tensors: %zu\n", pol_st_count(st));
-    for (size_t i = 0; i < pol_st_count(st); i++) {
-        const pol_tensor *t = pol_st_at(st, i);
-        char shape[96] = "";
-        for (int d = 0; d < t->ndim; d++)
-            text_fmt(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld", d ? ", " : "",
-                     (long long)t->shape[d]);
-        printf("  %-52s %-5s [%s]  %zu B\n", t->name, pol_dtype_name(t->dtype), shape, t->nbytes);
-    }
-    printf("parameters: %zu (%.3f M)\nbytes: %zu (%.3f MiB)\ndtypes:", s.n_params,
-           (double)s.n_params / 1e6, s.bytes, (double)s.bytes / (1 << 20));
-    for (int d = 0; d < POL_DT_COUNT; d++)
-        if (s.dtype_count[d])
-            printf(" %s x %zu", pol_dtype_name((pol_dtype)d), s.dtype_count[d]);
-    printf("\n");
-    if (cfg)
-        printf("check: %s\n", check[0] ? check : "ok (loads as a language model)");
-}
-
-static void print_inspect_json(const char *path, const pol_st *st, const pol_config *cfg,
-                               const char *check)
-{
-    st_totals s = totals_of(st);
-    json_t *tensors = json_array(), *dtypes = json_object();
-    for (size_t i = 0; i < pol_st_count(st); i++)
-        json_array_append_new(tensors, tensor_json(pol_st_at(st, i)));
-    for (int d = 0; d < POL_DT_COUNT; d++)
-        if (s.dtype_count[d])
-            json_object_set_new(dtypes, pol_dtype_name((pol_dtype)d),
-                                json_integer((json_int_t)s.dtype_count[d]));
-    json_t *j = json_pack("{s:s, s:o, s:o, s:I, s:I, s:o}", "path", path, "config",
-                          cfg ? config_json(cfg) : json_null(), "tensors", tensors, "n_params",
-                          (json_int_t)s.n_params, "bytes", (json_int_t)s.bytes, "dtypes", dtypes);
-    if (j && cfg)
-        json_object_set_new(
-            j, "check",
-            json_pack("{s:b, s:s?}", "ok", !check[0], "problem", check[0] ? check : NULL));
-    print_json(j);
-    json_decref(j);
-}
-
-int cmd_inspect(int argc, char **argv)
-{
-    const char *path = NULL;
-    bool as_json = false;
-    opt_spec specs[] = {{"--json", false, NULL, &as_json}};
-    int rc = parse_args("inspect", INSPECT_HELP, argc, argv, specs, 1, &path);
-    if (rc)
-        return rc == 1 ? 0 : 2;
-    if (!path)
-        return usage_error("inspect", "missing PATH");
-    char err[ERRCAP] = "", check[ERRCAP] = "", cfg_path[4096];
-    pol_config cfg;
-    bool has_cfg = is_dir(path) && text_fmt(cfg_path, sizeof cfg_path, "%s/config.json", path) &&
-                   is_file(cfg_path);
-    if (has_cfg && pol_config_load(path, &cfg, err, ERRCAP) != 0)
-        return fail("inspect", err);
-    pol_st *st = NULL;
-    if (pol_st_open(path, &st, err, ERRCAP) != 0)
-        return fail("inspect", err);
-    if (has_cfg && pol_model_check_tensors(&cfg, POL_HEAD_LM, st, path, check, ERRCAP) != 0 &&
-        !check[0])
-        text_fmt(check, ERRCAP, "check failed");
-    if (as_json)
-        print_inspect_json(path, st, has_cfg ? &cfg : NULL, check);
-    else
-        print_inspect_text(path, st, has_cfg ? &cfg : NULL, check);
-    pol_st_free(st);
-    return 0;
-}
-
 /* ---- generate ---- */
 
 /* What generate and chat share: the model, tokenizer, options and the run. */
@@ -442,7 +211,7 @@ typedef struct {
 static int gen_setup(gen_run *g, const char *model_dir, const char *tok_path, bool need_tok,
                      char *err)
 {
-    if (!is_dir(model_dir)) {
+    if (!cli_is_dir(model_dir)) {
         text_fmt(err, ERRCAP, "%s: not a model folder", model_dir);
         return -1;
     }
@@ -508,13 +277,14 @@ int cmd_generate(int argc, char **argv)
         {"--seed", true, &sa.seed, NULL},       {"--json", false, NULL, &as_json}};
     char help[4096];
     text_fmt(help, sizeof help, GENERATE_HELP, SAMPLING_HELP);
-    int rc = parse_args("generate", help, argc, argv, specs, sizeof specs / sizeof specs[0], NULL);
+    int rc =
+        cli_parse_args("generate", help, argc, argv, specs, sizeof specs / sizeof specs[0], NULL);
     if (rc)
         return rc == 1 ? 0 : 2;
     if (!model)
-        return usage_error("generate", "missing --model");
+        return cli_usage_error("generate", "missing --model");
     if (!prompt == !ids)
-        return usage_error("generate", "give one of --prompt and --ids");
+        return cli_usage_error("generate", "give one of --prompt and --ids");
     gen_run g = {0};
     if (sampling_from("generate", &sa, &g.o) != 0)
         return 2;
@@ -530,25 +300,25 @@ int cmd_generate(int argc, char **argv)
         goto done;
     rc = 0;
     if (as_json) {
-        json_t *j =
-            json_pack("{s:o, s:o, s:s, s:f}", "prompt_ids", ids_json(g.prompt, g.n_prompt), "ids",
-                      ids_json(g.out, g.n_out), "finish_reason", g.hit_eos ? "eos" : "length",
-                      "tokens_per_s", g.secs > 0 ? g.n_out / g.secs : 0.0);
+        json_t *j = json_pack(
+            "{s:o, s:o, s:s, s:f}", "prompt_ids", cli_ids_json(g.prompt, g.n_prompt), "ids",
+            cli_ids_json(g.out, g.n_out), "finish_reason", g.hit_eos ? "eos" : "length",
+            "tokens_per_s", g.secs > 0 ? g.n_out / g.secs : 0.0);
         if (j && text)
             json_object_set_new(j, "text", text_json(text));
-        print_json(j);
+        cli_print_json(j);
         json_decref(j);
     } else if (text) {
         fwrite(text, 1, strlen(text), stdout);
         putchar('\n');
     } else {
-        json_t *a = ids_json(g.out, g.n_out);
-        print_json(a);
+        json_t *a = cli_ids_json(g.out, g.n_out);
+        cli_print_json(a);
         json_decref(a);
     }
 done:
     if (rc)
-        fail("generate", err);
+        cli_fail("generate", err);
     free(text);
     gen_free(&g);
     return rc;
@@ -573,8 +343,8 @@ static json_t *score_json(const pol_fwd *f, const float *lp, const pol_tok *tok)
             json_array_append_new(tokens, json_null());
         }
     }
-    json_t *j = json_pack("{s:o, s:o, s:f}", "ids", ids_json(f->ids, (int)f->N), "logprobs", lps,
-                          "sum", sum);
+    json_t *j = json_pack("{s:o, s:o, s:f}", "ids", cli_ids_json(f->ids, (int)f->N), "logprobs",
+                          lps, "sum", sum);
     if (j && tokens)
         json_object_set_new(j, "tokens", tokens);
     return j;
@@ -587,14 +357,14 @@ int cmd_score(int argc, char **argv)
                         {"--tokenizer", true, &tok_path, NULL},
                         {"--text", true, &text, NULL},
                         {"--ids", true, &ids, NULL}};
-    int rc =
-        parse_args("score", SCORE_HELP, argc, argv, specs, sizeof specs / sizeof specs[0], NULL);
+    int rc = cli_parse_args("score", SCORE_HELP, argc, argv, specs, sizeof specs / sizeof specs[0],
+                            NULL);
     if (rc)
         return rc == 1 ? 0 : 2;
     if (!model)
-        return usage_error("score", "missing --model");
+        return cli_usage_error("score", "missing --model");
     if (!text == !ids)
-        return usage_error("score", "give one of --text and --ids");
+        return cli_usage_error("score", "give one of --text and --ids");
     gen_run g = {0};
     pol_fwd f = {0};
     float *lp = NULL;
@@ -620,12 +390,12 @@ int cmd_score(int argc, char **argv)
     if (lrc != 0)
         goto done;
     json_t *j = score_json(&f, lp, g.tok);
-    print_json(j);
+    cli_print_json(j);
     json_decref(j);
     rc = 0;
 done:
     if (rc)
-        fail("score", err);
+        cli_fail("score", err);
     free(lp);
     pol_fwd_deinit(&f);
     gen_free(&g);
@@ -649,6 +419,8 @@ static int read_conversation(json_t **messages, json_t **tools, char *err)
         return 0;
     }
     json_t *m = json_object_get(root, "messages"), *t = json_object_get(root, "tools");
+    if (json_is_null(t))
+        t = NULL; /* as `template` reads it */
     if (!json_is_array(m) || (t && !json_is_array(t))) {
         text_fmt(err, ERRCAP, "stdin: expected a JSON array of messages or {\"messages\": [...]}");
         json_decref(root);
@@ -738,10 +510,10 @@ static int chat_output(const gen_run *g, pol_chat_kind kind, bool as_json, char 
     if (as_json) {
         json_t *j = json_pack("{s:o, s:o, s:O, s:O, s:o, s:o, s:s}", "text", text_json(text),
                               "content", text_json(content ? content : ""), "tool_calls", calls,
-                              "tool_call_errors", errors, "ids", ids_json(g->out, g->n_out),
-                              "prompt_ids", ids_json(g->prompt, g->n_prompt), "finish_reason",
+                              "tool_call_errors", errors, "ids", cli_ids_json(g->out, g->n_out),
+                              "prompt_ids", cli_ids_json(g->prompt, g->n_prompt), "finish_reason",
                               g->hit_eos ? "eos" : "length");
-        print_json(j);
+        cli_print_json(j);
         json_decref(j);
     } else {
         print_chat(text, calls, errors);
@@ -769,14 +541,14 @@ int cmd_chat(int argc, char **argv)
                         {"--json", false, NULL, &a.as_json}};
     char help[4096];
     text_fmt(help, sizeof help, CHAT_HELP, SAMPLING_HELP);
-    int rc = parse_args("chat", help, argc, argv, specs, sizeof specs / sizeof specs[0], NULL);
+    int rc = cli_parse_args("chat", help, argc, argv, specs, sizeof specs / sizeof specs[0], NULL);
     if (rc)
         return rc == 1 ? 0 : 2;
     if (!a.model || !a.template_name)
-        return usage_error("chat", "missing --model or --template");
+        return cli_usage_error("chat", "missing --model or --template");
     int kind = pol_chat_kind_parse(a.template_name);
     if (kind < 0)
-        return usage_error("chat", "--template takes qwen3, qwen2.5 or llama3");
+        return cli_usage_error("chat", "--template takes qwen3, qwen2.5 or llama3");
     gen_run g = {0};
     if (sampling_from("chat", &a.sa, &g.o) != 0)
         return 2;
@@ -787,7 +559,7 @@ int cmd_chat(int argc, char **argv)
              ? 1
              : 0;
     if (rc)
-        fail("chat", err);
+        cli_fail("chat", err);
     gen_free(&g);
     return rc;
 }

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "policy/chat.h"
-#include "util/fileio.h"
+#include "policy/hf_file.h"
 #include "util/strbuf.h"
 #include "util/text.h"
 
@@ -101,7 +101,7 @@ static int parse_args(const char *cmd, int argc, char **argv, template_args *a)
 static int read_input(const char *cmd, const char *file, char **out, size_t *len)
 {
     if (file) {
-        int rc = file_read_all(file, INPUT_MAX, out, len);
+        int rc = pol_hf_read_file(file, INPUT_MAX, out, len);
         if (rc != 0)
             fprintf(stderr, "kgym-policy %s: %s: %s\n", cmd, file,
                     rc == -EFBIG ? "larger than 1 GiB" : strerror(-rc));

@@ -3,7 +3,8 @@
 #ifndef KGYM_POLICY_CLI_CMDS_H
 #define KGYM_POLICY_CLI_CMDS_H
 
-/* cmd_model.c: a checkpoint's config and tensors; decoding; per-token log-probs; a chat turn */
+/* cmd_inspect.c: a checkpoint's config and tensors; cmd_model.c: decoding, per-token log-probs,
+ * a chat turn */
 int cmd_inspect(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_score(int argc, char **argv);

@@ -57,3 +57,13 @@ def test_no_tasks_refuses_to_start(tmp_path):
             str(TEMPLATE), "--tasks", str(empty))
     assert r.returncode == 1
     assert "no tasks" in r.stderr
+
+
+def test_port_in_use_is_refused(srv, tmp_path, task_dirs):
+    """A second server on a port already served fails with a clear error: it must never start
+    and share the first one's connections (SO_REUSEPORT would let it)."""
+    r = run("serve", "--port", str(srv.port), "--state-dir", str(tmp_path / "s"), "--template",
+            str(TEMPLATE), "--tasks", str(task_dirs[0]), timeout=30)
+    assert r.returncode != 0, r.stderr
+    assert "cannot listen" in r.stderr and str(srv.port) in r.stderr, r.stderr
+    assert srv.client().get("/v1/health").status == 200  # the first one still serves

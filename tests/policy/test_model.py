@@ -423,6 +423,26 @@ def test_generate_greedy_matches_hf(models, arch, kgym_policy):
     assert ours["finish_reason"] == ("eos" if len(ref) < 24 else "length")
 
 
+def test_generate_from_hf_cache_layout(models, kgym_policy, tmp_path):
+    """A Hugging Face cache snapshot: every file a symbolic link to a blob. The model loads
+    through the links (util/fileio's reader alone refuses them) and decodes as HF does."""
+    d, m = models["qwen3"]
+    blobs, snap = tmp_path / "blobs", tmp_path / "snapshots" / "abc"
+    blobs.mkdir()
+    snap.mkdir(parents=True)
+    for f in pathlib.Path(d).iterdir():
+        shutil.copy(f, blobs / f.name)
+        (snap / f.name).symlink_to(blobs / f.name)
+    prompt = [5, 9, 14, 3]
+    p = kgym(kgym_policy, "generate", "--model", snap, "--ids", json.dumps(prompt), "--max-new", 8,
+             "--json")
+    assert p.returncode == 0, p.stderr
+    with torch.no_grad():
+        ref = m.generate(torch.tensor([prompt]), max_new_tokens=8, do_sample=False,
+                         pad_token_id=0)[0, 4:].tolist()
+    assert json.loads(p.stdout)["ids"] == ref
+
+
 def test_generate_stops_on_eos(models, kgym_policy, tmp_path):
     """EOS read from generation_config.json (here not in config.json): the token HF greedily
     produces 5th becomes the EOS; both stop there."""
@@ -614,6 +634,8 @@ def test_usage_and_input_errors(models, kgym_policy):
     assert kgym(kgym_policy, "generate", "--ids", "[1]").returncode == 2  # no --model
     assert kgym(kgym_policy, "generate", "--model", d).returncode == 2  # no prompt
     assert kgym(kgym_policy, "generate", "--model", d, "--ids", "[1]", "--top-p", "2").returncode == 2
+    # 0 would mean "no top-p" to the sampler, not "the top token": refused
+    assert kgym(kgym_policy, "generate", "--model", d, "--ids", "[1]", "--top-p", "0").returncode == 2
     assert kgym(kgym_policy, "generate", "--model", d, "--ids", "[1]", "--bogus").returncode == 2
     assert kgym(kgym_policy, "chat", "--model", d, "--template", "gpt9").returncode == 2
     p = kgym(kgym_policy, "generate", "--model", d, "--ids", "[1, 99999]")

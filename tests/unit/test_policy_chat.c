@@ -471,6 +471,26 @@ static void test_parse_large_input(void **state)
     free(big);
 }
 
+/* Many <tool_call> openers and no closer: one error each, in linear time (a fresh search for the
+ * closer per block made 1 MB of openers take seconds; here the bound is ~1000x the linear time). */
+static void test_parse_many_unterminated_is_linear(void **state)
+{
+    (void)state;
+    size_t reps = 100000, n = strlen("<tool_call>");
+    char *big = malloc(reps * n);
+    assert_non_null(big);
+    for (size_t i = 0; i < reps; i++)
+        memcpy(big + i * n, "<tool_call>", n);
+    double t0 = text_mono_ms();
+    parsed p = parse(POL_CHAT_QWEN3, big, reps * n);
+    double ms = text_mono_ms() - t0;
+    assert_int_equal(p.n, 0);
+    assert_int_equal(json_array_size(p.errors), reps);
+    assert_true(ms < 5000);
+    parsed_free(&p);
+    free(big);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -488,6 +508,7 @@ int main(void)
         cmocka_unit_test(test_parse_llama),
         cmocka_unit_test(test_parse_hostile_bytes),
         cmocka_unit_test(test_parse_large_input),
+        cmocka_unit_test(test_parse_many_unterminated_is_linear),
     };
     return cmocka_run_group_tests_name("policy_chat", tests, NULL, NULL);
 }
