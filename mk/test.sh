@@ -29,6 +29,7 @@ run_suite() {
 run_suite unit          mk/run-unit.sh $BUILD/tests/test_*
 run_suite unit-asan-ubsan mk/run-unit.sh $BUILD/san/tests/test_*
 run_suite api           "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/api
+run_suite clients       "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/clients
 run_suite tasks         "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/tasks
 run_suite sandbox       "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/sandbox
 run_suite harness       "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/harness
