@@ -115,6 +115,7 @@ class ServerProc:
         self._lines = []
         self._cond = threading.Condition()
         self._eof = False
+        self._reader = None
         self.expect_exit = 0  # checked at teardown; None: the test handled the exit itself
 
     def start(self, timeout=15):
@@ -130,10 +131,16 @@ class ServerProc:
             # one object/PCH/baseline cache for the whole run: the torch PCH takes a minute
             cmd += ["--build-cache", os.environ["KGYM_TEST_BUILD_CACHE"]]
         cmd += self.args
+        if self._reader is not None:
+            # a restart: the previous process's reader must be done before the lines and the
+            # EOF flag are reset, or its late last line and EOF would end the wait for the new
+            # process's "listening" at once
+            self._reader.join(10)
         self._lines, self._eof = [], False
         self.proc = subprocess.Popen(cmd, cwd=self.workdir, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        threading.Thread(target=self._read_stderr, args=(self.proc,), daemon=True).start()
+        self._reader = threading.Thread(target=self._read_stderr, args=(self.proc,), daemon=True)
+        self._reader.start()
         rec = self.wait_for_log(lambda r: r.get("event") == "listening", timeout)
         assert rec is not None, f"the server did not start:\n{self.stderr_text()}"
         self.port = rec["port"]

@@ -114,6 +114,7 @@ class KgymServer:
         self.port = None
         self._lines = []
         self._eof = False
+        self._reader = None
         self._cond = threading.Condition()
 
     @property
@@ -134,10 +135,13 @@ class KgymServer:
         # GPU-variant episodes get a quick infra_error (never a real GPU evaluation), whatever
         # the machine: the suite's timings and verdicts do not depend on a GPU being present
         cmd += ["--gpus", "none"] + self.args
+        if self._reader is not None:
+            self._reader.join(10)  # a restart: the old reader's late EOF must not end our wait
         self._lines, self._eof = [], False
         self.proc = subprocess.Popen(cmd, cwd=self.workdir, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        threading.Thread(target=self._read_stderr, args=(self.proc,), daemon=True).start()
+        self._reader = threading.Thread(target=self._read_stderr, args=(self.proc,), daemon=True)
+        self._reader.start()
         rec = self.wait_for_log(lambda r: r.get("event") == "listening", timeout)
         assert rec is not None, f"kgym-env did not start:\n{self.stderr_text()}"
         self.port = rec["port"]
