@@ -451,7 +451,10 @@ def test_capacity_429_and_retry_after(launch_server):
 
     # Retry-After is honoured: the backoff (10 ms) would retry far sooner than the server asked
     patient = KgymClient(srv.url, retries=5, backoff=0.01, max_backoff=0.01)
-    before = len(requests_to(srv, "POST", r"^/v1/episodes$"))
+    # the log is read by a thread: wait until the two creates above (201, 429) are in it, or
+    # they would be counted as the patient client's attempts
+    before = len(requests_to(srv, "POST", r"^/v1/episodes$", 2))
+    assert before == 2
     closer = threading.Timer(0.5, lambda: KgymClient(srv.url).close_episode(first))
     closer.start()
     t0 = time.monotonic()
@@ -464,7 +467,8 @@ def test_capacity_429_and_retry_after(launch_server):
 
     # the cap on Retry-After: 3 attempts 0.2 s apart instead of 1 s apart, then the error
     capped = KgymClient(srv.url, retries=2, backoff=0.01, max_retry_after=0.2)
-    before = len(requests_to(srv, "POST", r"^/v1/episodes$"))
+    before = len(requests_to(srv, "POST", r"^/v1/episodes$", 4))
+    assert before == 4
     t0 = time.monotonic()
     with pytest.raises(errors.CapacityError):
         capped.create_episode(TASK, options=CPU)
