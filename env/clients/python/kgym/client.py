@@ -177,15 +177,7 @@ class _Api:
                        idempotency_key: Optional[str] = None):
         """``POST /v1/episodes`` (Gym reset): ``{episode_id, observation, info}``. Sent with an
         Idempotency-Key, so a create retried after a lost reply never opens two episodes."""
-        body = {}
-        if task_id is not None:
-            body["task_id"] = task_id
-        if seed is not None:
-            body["seed"] = seed
-        if options is not None:
-            body["options"] = options
-        if tags is not None:
-            body["tags"] = tags
+        body = _episode_body(task_id, seed, options, tags)
         return self._execute(Request("POST", "/v1/episodes", body,
                                      {"Idempotency-Key": idempotency_key or new_key()}))
 
@@ -204,15 +196,7 @@ class _Api:
                       idempotency_key: Optional[str] = None):
         """``POST /v1/episodes/{id}/reset``: a fresh workspace under the same id; the task and
         options stay unless given."""
-        body = {}
-        if task_id is not None:
-            body["task_id"] = task_id
-        if seed is not None:
-            body["seed"] = seed
-        if options is not None:
-            body["options"] = options
-        if tags is not None:
-            body["tags"] = tags
+        body = _episode_body(task_id, seed, options, tags)
         return self._execute(Request("POST", f"/v1/episodes/{_quote_id(eid)}/reset", body,
                                      {"Idempotency-Key": idempotency_key or new_key()}))
 
@@ -373,6 +357,13 @@ def _peer_closed(conn: http.client.HTTPConnection) -> bool:
         return True
     # an idle HTTP/1.1 connection has nothing to read: readable means EOF, a reset or junk
     return bool(readable)
+
+
+def _episode_body(task_id, seed, options, tags) -> Dict[str, Any]:
+    """The body of a create or reset: only the fields given (absent ones keep the server's
+    defaults, or on a reset the episode's current values)."""
+    given = {"task_id": task_id, "seed": seed, "options": options, "tags": tags}
+    return {k: v for k, v in given.items() if v is not None}
 
 
 class KgymClient(_Api):
