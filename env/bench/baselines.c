@@ -4,9 +4,11 @@
  *   1. warm-ups, --warmup-jobs at a time: torch.compile compiles each reference once, untimed;
  *      the server runs them under shared GPU leases, so they overlap each other but never a
  *      timing, and fill Inductor's on-disk caches;
- *   2. measurements, --jobs at a time (default one per GPU): eager and compile timed under
- *      exclusive leases, now that compilation is a cache hit, so the GPU is held for the timing
- *      and little else. Each result is written to the file as it comes: a killed run resumes. */
+ *   2. measurements, --jobs at a time (default 3 per GPU), now that compilation is a cache
+ *      hit: the server runs up to 3 per GPU under shared leases of their own class, whose
+ *      judges start side by side and take turns at the GPU (a per-GPU timing lock), so the
+ *      GPU's time goes to timing and not to interpreters starting. Each result is written to
+ *      the file as it comes: a killed run resumes. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -181,8 +183,12 @@ int bench_baselines(const bench_opts *o, const char *out_file)
     fprintf(stderr, "kgym-bench: %zu tasks selected, %zu in %s already, %zu to measure\n",
             json_array_size(sel), json_array_size(sel) - json_array_size(todo), out_file,
             json_array_size(todo));
-    int jobs = o->jobs > 0 ? o->jobs : bench_default_jobs(h, o);
-    int warm_jobs = o->warmup_jobs >= 0 ? o->warmup_jobs : 4 * jobs;
+    /* by default as many as the server overlaps: per GPU, 3 measurements (one timing while
+     * the next ones start) and 4 warm-ups */
+    int gpus = bench_default_jobs(h, o);
+    bool cpu = strcmp(o->variant, "cpu") == 0;
+    int jobs = o->jobs > 0 ? o->jobs : cpu ? 1 : 3 * gpus;
+    int warm_jobs = o->warmup_jobs >= 0 ? o->warmup_jobs : 4 * gpus;
     size_t n = json_array_size(todo), batch = (size_t)(warm_jobs > jobs ? 2 * warm_jobs : 2 * jobs);
     phase warm = {.o = o, .url = sc.url, .warmup = true, .todo = todo, .t0_ms = text_mono_ms()};
     phase meas = {.o = o,

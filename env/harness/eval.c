@@ -427,19 +427,28 @@ static const char *reference_code(const struct task *tk, bool cpu)
  * Triton's compiler) with one untimed forward, so a few overlap well; more would only queue on
  * the host's cores and stack their GPU memory. */
 #define WARMUPS_PER_GPU 4
+/* Baseline measurements sharing one GPU: one times (under the GPU's timing lock, below) while
+ * the others start their interpreters and runners, so the GPU's turn goes to timing. */
+#define MEASUREMENTS_PER_GPU 3
 
-/* Leases a GPU for a CUDA evaluation (none for the CPU): exclusive for anything timed, shared
- * for a warm-up. Returns the slot, -1 for none needed, or -2 with *fail set when no lease came
- * in time. */
-static int lease_for(eval_server *es, bool cpu, bool shared, double *waited, char *visible,
-                     size_t cap, json_t **fail)
+/* How a job holds its GPU: alone for anything that times an agent's code, shared among trusted
+ * jobs of one class otherwise. */
+enum lease_kind { LEASE_EXCLUSIVE, LEASE_WARMUP, LEASE_MEASURE };
+
+/* Leases a GPU for a CUDA evaluation (none for the CPU). Returns the slot, -1 for none needed,
+ * or -2 with *fail set when no lease came in time. */
+static int lease_for(eval_server *es, bool cpu, enum lease_kind kind, double *waited,
+                     char *visible, size_t cap, json_t **fail)
 {
     *waited = 0;
     if (cpu)
         return -1;
-    int slot =
-        shared ? gpu_lease_acquire_shared(&es->gpus, WARMUPS_PER_GPU, es->lease_timeout_ms, waited)
-               : gpu_lease_acquire(&es->gpus, es->lease_timeout_ms, waited);
+    int slot = kind == LEASE_EXCLUSIVE ? gpu_lease_acquire(&es->gpus, es->lease_timeout_ms, waited)
+               : kind == LEASE_WARMUP
+                   ? gpu_lease_acquire_shared(&es->gpus, GPU_SHARE_WARMUP, WARMUPS_PER_GPU,
+                                              es->lease_timeout_ms, waited)
+                   : gpu_lease_acquire_shared(&es->gpus, GPU_SHARE_MEASURE, MEASUREMENTS_PER_GPU,
+                                              es->lease_timeout_ms, waited);
     if (slot < 0) {
         *fail = infra("%s", "no GPU lease within the lease timeout");
         json_object_set_new(*fail, "lease_wait_ms", json_real(*waited));
@@ -447,6 +456,16 @@ static int lease_for(eval_server *es, bool cpu, bool shared, double *waited, cha
     }
     text_fmt(visible, cap, "%d", es->gpus.index[slot]);
     return slot;
+}
+
+static void lease_release(eval_server *es, enum lease_kind kind, int slot)
+{
+    if (slot < 0)
+        return;
+    if (kind == LEASE_EXCLUSIVE)
+        gpu_lease_release(&es->gpus, slot);
+    else
+        gpu_lease_release_shared(&es->gpus, slot);
 }
 
 json_t *eval_baselines(eval_server *es, const struct task *tk, bool cpu, bool warmup)
@@ -474,7 +493,8 @@ json_t *eval_baselines(eval_server *es, const struct task *tk, bool cpu, bool wa
         double waited;
         char visible[16] = "";
         json_t *fail = NULL;
-        int slot = lease_for(es, cpu, warmup, &waited, visible, sizeof visible, &fail);
+        enum lease_kind kind = warmup ? LEASE_WARMUP : LEASE_MEASURE;
+        int slot = lease_for(es, cpu, kind, &waited, visible, sizeof visible, &fail);
         if (slot == -2) {
             verdict = fail;
         } else {
@@ -483,15 +503,19 @@ json_t *eval_baselines(eval_server *es, const struct task *tk, bool cpu, bool wa
                 seed = (uint64_t)(t0 * 1e3); /* baselines only: the seed picks the inputs */
             json_t *jb =
                 judge_job(es, tk, cpu, seed, warmup ? "warmup" : "baselines", NULL, ref_path, NULL);
+            if (slot >= 0 && !warmup) {
+                /* measurements share the GPU: the judges take turns at their GPU work under
+                 * this lock, held from the reference's first forward to the last timed call */
+                char lock[PATH_MAX + 32];
+                text_fmt(lock, sizeof lock, "%s/gpu%d.timing.lock", es->cache_dir,
+                         es->gpus.index[slot]);
+                json_object_set_new(jb, "gpu_timing_lock", json_string(lock));
+            }
             verdict = run_judge(es, dir, jb, slot >= 0 ? visible : NULL);
             json_decref(jb);
-            if (slot >= 0) {
-                if (warmup)
-                    gpu_lease_release_shared(&es->gpus, slot);
-                else
-                    gpu_lease_release(&es->gpus, slot);
+            lease_release(es, kind, slot);
+            if (slot >= 0)
                 json_object_set_new(verdict, "gpu", json_integer(es->gpus.index[slot]));
-            }
             json_object_set_new(verdict, "lease_wait_ms", json_real(waited));
         }
     }
@@ -557,7 +581,8 @@ json_t *eval_run(eval_server *es, const tool_env *env, const char *mode)
     double waited;
     char visible[16] = "";
     json_t *fail = NULL;
-    int slot = lease_for(es, env->cpu_variant, false, &waited, visible, sizeof visible, &fail);
+    int slot =
+        lease_for(es, env->cpu_variant, LEASE_EXCLUSIVE, &waited, visible, sizeof visible, &fail);
     if (slot == -2) {
         json_decref(build_info);
         return fail;
@@ -575,8 +600,7 @@ json_t *eval_run(eval_server *es, const tool_env *env, const char *mode)
         json_decref(jb);
     }
     sandbox_job_free(job); /* whatever the candidate left running dies with its cgroup */
-    if (slot >= 0)
-        gpu_lease_release(&es->gpus, slot);
+    lease_release(es, LEASE_EXCLUSIVE, slot);
     json_object_set_new(verdict, "build", build_info);
     json_object_set_new(verdict, "lease_wait_ms", json_real(waited));
     if (slot >= 0)

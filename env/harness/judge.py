@@ -606,21 +606,49 @@ class Judge:
 
     def run_baselines(self):
         """mode "baselines": the eager and compile figures alone, no candidate (kgym-bench
-        baselines). Measured, or taken from the cache, exactly as a Profile would."""
+        baselines). Measured, or taken from the cache, exactly as a Profile would. The server
+        may run a few of these on one GPU under a shared lease: the interpreters and runners
+        start (import torch) side by side, and everything that touches the GPU after that (the
+        reference's forwards, the runners' CUDA set-up and model, the timed calls) waits for the
+        GPU's timing lock."""
         comp = self.components
         comp.pop("checks", None)
         comp.update({"harness": HARNESS_VERSION, "device": self.device})
         self.mark("start")  # interpreter, torch import, CUDA init, the reference module
-        w0, _x0, _y0 = self.plan()
-        self.cur_w = w0
-        self.mark("plan")
-        base = self.baselines()
+        runners = None
+        if not os.path.exists(self.baseline_path(self.baseline_key()[0])):
+            runners = self.start_baseline_runners()  # their imports overlap other judges' timing
+            self.mark("runners_started")
+        try:
+            with self.gpu_turn():
+                self.mark("gpu_wait")
+                w0, _x0, _y0 = self.plan()
+                self.cur_w = w0
+                self.mark("plan")
+                base = self.baselines(runners)
+                runners = None  # baselines() closed them
+        finally:
+            for ch in runners or ():
+                ch.close()
         for k in ("t_eager_ms", "spread_eager", "t_compile_ms", "spread_compile", "compile_unavailable",
                   "overhead_ms", "device_name", "torch_version", "measured_unix"):
             if k in base:
                 comp[k] = base[k]
         comp["baseline_cached"] = base.get("cached", False)
         comp["baseline_key"] = base["key"]
+
+    @contextlib.contextmanager
+    def gpu_turn(self):
+        """The GPU's timing lock (an flock the server names when measurements share the GPU;
+        nothing to take when this judge holds the GPU alone). A killed judge's lock goes with
+        its file descriptor."""
+        path = self.job.get("gpu_timing_lock")
+        if not path:
+            yield
+            return
+        with open(path, "a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            yield
 
     def run_warmup(self):
         """mode "warmup": torch.compile compiles the reference once, untimed, under a shared GPU
@@ -632,7 +660,7 @@ class Judge:
         comp.update({"harness": HARNESS_VERSION, "device": self.device})
         key, _dev = self.baseline_key()
         comp["baseline_key"] = key
-        if os.path.exists(os.path.join(self.job["cache_dir"], "baselines", key + ".json")):
+        if os.path.exists(self.baseline_path(key)):
             comp["warmup"] = "cached"
             return
         w0, x0, _y0 = self.plan()
@@ -687,19 +715,25 @@ class Judge:
                  json.dumps(self.job.get("timing", {}), sort_keys=True), str(torch.get_num_threads())]
         return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32], dev
 
-    def baselines(self):
+    def baseline_path(self, key):
+        return os.path.join(self.job["cache_dir"], "baselines", key + ".json")
+
+    def baselines(self, runners=None):
+        """The task's baselines from the cache, or measured (with the runners given, if any:
+        they are closed either way)."""
         key, dev = self.baseline_key()
-        d = os.path.join(self.job["cache_dir"], "baselines")
-        os.makedirs(d, exist_ok=True)
-        path = os.path.join(d, key + ".json")
+        path = self.baseline_path(key)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path + ".lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # one measurement per key; the others wait and reuse it
             if os.path.exists(path):
+                for ch in runners or ():
+                    ch.close()
                 with open(path) as f:
                     base = json.load(f)
                 base["cached"] = True
                 return base
-            base = self.measure_baselines()
+            base = self.measure_baselines(runners)
             base.update({"key": key, "device_name": dev, "torch_version": self.torch.__version__,
                          "measured_unix": time.time()})
             tmp = path + ".tmp"
@@ -708,14 +742,24 @@ class Judge:
             os.replace(tmp, path)
             return base
 
-    def measure_baselines(self):
-        """Eager and compile figures. Both runners start at once, and both import torch and load
-        the model before anything is timed: the lease's time goes to the timing, and no runner's
-        start-up runs beside another's timed calls."""
-        base = {}
+    def start_baseline_runners(self):
+        """The eager and compile runners, started at once. Each imports torch as it starts; a
+        ping's reply says it has (a failed start is reported by hello, later)."""
         env = self.env_for_runner()
-        eager = self.spawn(self.baseline_argv("eager"), env, "eager")
-        comp = self.spawn(self.baseline_argv("compile"), env, "compile")
+        runners = (self.spawn(self.baseline_argv("eager"), env, "eager"),
+                   self.spawn(self.baseline_argv("compile"), env, "compile"))
+        start = float(self.job.get("start_timeout_s", 300))
+        for ch in runners:
+            with contextlib.suppress(CandidateFailed):
+                ch.call({"op": "ping", "seq": 0}, timeout_s=start)
+        return runners
+
+    def measure_baselines(self, runners=None):
+        """Eager and compile figures, with the runners given (started, and closed here) or
+        started now. Both load the model before anything is timed, so that no runner's start-up
+        runs beside timed calls."""
+        eager, comp = runners or self.start_baseline_runners()
+        base = {}
         try:
             try:
                 self.hello(eager)

@@ -107,12 +107,14 @@ static int free_slot(const gpu_pool *p)
     return -1;
 }
 
-/* The least shared GPU that no one holds exclusively and that has room; -1 when none. */
-static int shareable_slot(const gpu_pool *p, int max_per_gpu)
+/* The least shared GPU that no one holds exclusively, that no other class shares and that has
+ * room; -1 when none. */
+static int shareable_slot(const gpu_pool *p, int cls, int max_per_gpu)
 {
     int best = -1;
     for (int i = 0; i < p->n; i++)
         if (!p->busy[i] && p->shared[i] < max_per_gpu &&
+            (p->shared[i] == 0 || p->shared_class[i] == cls) &&
             (best < 0 || p->shared[i] < p->shared[best]))
             best = i;
     return best;
@@ -176,7 +178,8 @@ void gpu_lease_release(gpu_pool *p, int slot)
     pthread_mutex_unlock(&p->lock);
 }
 
-int gpu_lease_acquire_shared(gpu_pool *p, int max_per_gpu, int timeout_ms, double *waited_ms)
+int gpu_lease_acquire_shared(gpu_pool *p, enum gpu_share_class cls, int max_per_gpu,
+                             int timeout_ms, double *waited_ms)
 {
     double t0 = text_mono_ms();
     *waited_ms = 0;
@@ -187,16 +190,18 @@ int gpu_lease_acquire_shared(gpu_pool *p, int max_per_gpu, int timeout_ms, doubl
     int slot = -1;
     for (;;) {
         /* timing first: no new shared holder while an exclusive request waits */
-        if (p->exclusive_waiting == 0 && (slot = shareable_slot(p, max_per_gpu)) >= 0)
+        if (p->exclusive_waiting == 0 && (slot = shareable_slot(p, (int)cls, max_per_gpu)) >= 0)
             break;
         if (pthread_cond_timedwait(&p->freed, &p->lock, &deadline) == ETIMEDOUT) {
             if (p->exclusive_waiting == 0)
-                slot = shareable_slot(p, max_per_gpu);
+                slot = shareable_slot(p, (int)cls, max_per_gpu);
             break;
         }
     }
-    if (slot >= 0)
+    if (slot >= 0) {
         p->shared[slot]++;
+        p->shared_class[slot] = (int)cls;
+    }
     pthread_mutex_unlock(&p->lock);
     *waited_ms = text_mono_ms() - t0;
     return slot;

@@ -1,9 +1,11 @@
 /* lease: leases on the machine's GPUs. A Verify or Profile job holds one GPU exclusively for its
  * whole run, so no two timings share a device; jobs queue in arrival order and the wait is
- * reported. Work that times nothing (torch.compile warm-ups) takes a shared lease instead: up to
- * a limit per GPU run together, never beside an exclusive holder, and exclusive waiters go first
- * (a shared request waits while one is queued). Written for any number of GPUs; tests use fake
- * device nodes. */
+ * reported. Trusted work takes a shared lease instead: torch.compile warm-ups, and baseline
+ * measurements, whose judges start up side by side and take turns at the timing itself under a
+ * per-GPU lock of their own. Shared holders are of one class per GPU at a time (a warm-up's
+ * untimed forward never runs beside a measurement), up to a limit per GPU, never beside an
+ * exclusive holder, and exclusive waiters go first (a shared request waits while one is
+ * queued). Written for any number of GPUs; tests use fake device nodes. */
 #ifndef KGYM_LEASE_H
 #define KGYM_LEASE_H
 
@@ -19,6 +21,7 @@ typedef struct gpu_pool {
     char node[GPU_POOL_MAX][64]; /* its device node, e.g. /dev/nvidia3 */
     bool busy[GPU_POOL_MAX];     /* held exclusively */
     int shared[GPU_POOL_MAX];    /* shared holders */
+    int shared_class[GPU_POOL_MAX]; /* their class, while shared[i] > 0 */
     int exclusive_waiting;       /* exclusive requests queued: shared ones wait behind them */
     unsigned long next_ticket, serving; /* FIFO order of waiters */
     unsigned long abandoned[GPU_POOL_MAX_WAITERS];
@@ -37,10 +40,14 @@ void gpu_pool_deinit(gpu_pool *p);
 int gpu_lease_acquire(gpu_pool *p, int timeout_ms, double *waited_ms);
 void gpu_lease_release(gpu_pool *p, int slot);
 
-/* A shared lease: a GPU that no one holds exclusively and that has fewer than max_per_gpu
- * shared holders (the least shared one), once no exclusive request is queued. Returns the slot,
- * or -1 on timeout or an empty pool. */
-int gpu_lease_acquire_shared(gpu_pool *p, int max_per_gpu, int timeout_ms, double *waited_ms);
+/* Classes of shared holders: those of one class never share a GPU with another's. */
+enum gpu_share_class { GPU_SHARE_WARMUP, GPU_SHARE_MEASURE };
+
+/* A shared lease: a GPU that no one holds exclusively, whose shared holders (if any) are of
+ * class cls, and that has fewer than max_per_gpu of them (the least shared one), once no
+ * exclusive request is queued. Returns the slot, or -1 on timeout or an empty pool. */
+int gpu_lease_acquire_shared(gpu_pool *p, enum gpu_share_class cls, int max_per_gpu,
+                             int timeout_ms, double *waited_ms);
 void gpu_lease_release_shared(gpu_pool *p, int slot);
 
 #endif

@@ -240,13 +240,13 @@ static void test_lease_shared_limits_and_exclusion(void **state)
     gpu_pool p;
     assert_int_equal(gpu_pool_init(&p, g_dev, "0,2"), 2);
     double waited;
-    int s1 = gpu_lease_acquire_shared(&p, 2, 1000, &waited);
-    int s2 = gpu_lease_acquire_shared(&p, 2, 1000, &waited);
+    int s1 = gpu_lease_acquire_shared(&p, GPU_SHARE_WARMUP, 2, 1000, &waited);
+    int s2 = gpu_lease_acquire_shared(&p, GPU_SHARE_WARMUP, 2, 1000, &waited);
     assert_true(s1 >= 0 && s2 >= 0 && s1 != s2); /* spread: the least shared GPU first */
-    int s3 = gpu_lease_acquire_shared(&p, 2, 1000, &waited);
-    int s4 = gpu_lease_acquire_shared(&p, 2, 1000, &waited);
+    int s3 = gpu_lease_acquire_shared(&p, GPU_SHARE_WARMUP, 2, 1000, &waited);
+    int s4 = gpu_lease_acquire_shared(&p, GPU_SHARE_WARMUP, 2, 1000, &waited);
     assert_true(s3 >= 0 && s4 >= 0 && s3 != s4);
-    assert_int_equal(gpu_lease_acquire_shared(&p, 2, 30, &waited), -1); /* both at the limit */
+    assert_int_equal(gpu_lease_acquire_shared(&p, GPU_SHARE_WARMUP, 2, 30, &waited), -1); /* both at the limit */
     /* an exclusive lease needs a GPU with no shared holder */
     assert_int_equal(gpu_lease_acquire(&p, 30, &waited), -1);
     gpu_lease_release_shared(&p, s1);
@@ -254,7 +254,7 @@ static void test_lease_shared_limits_and_exclusion(void **state)
     int ex = gpu_lease_acquire(&p, 1000, &waited);
     assert_int_equal(ex, s1); /* the GPU whose shared holders left */
     /* no shared lease beside the exclusive holder: the other GPU is at its limit */
-    assert_int_equal(gpu_lease_acquire_shared(&p, 2, 30, &waited), -1);
+    assert_int_equal(gpu_lease_acquire_shared(&p, GPU_SHARE_WARMUP, 2, 30, &waited), -1);
     gpu_lease_release(&p, ex);
     gpu_lease_release_shared(&p, s2);
     gpu_lease_release_shared(&p, s4);
@@ -262,10 +262,41 @@ static void test_lease_shared_limits_and_exclusion(void **state)
     drop_dev(NODES);
 }
 
+/* Shared classes: warm-ups and measurements never share a GPU (a warm-up's untimed forward
+ * would land in a measurement's timing); a class takes the GPU the other class left. */
+static void test_lease_shared_classes_never_mix(void **state)
+{
+    (void)state;
+    make_dev(NODES);
+    gpu_pool p;
+    assert_int_equal(gpu_pool_init(&p, g_dev, "0"), 1);
+    double waited;
+    int w1 = gpu_lease_acquire_shared(&p, GPU_SHARE_WARMUP, 4, 1000, &waited);
+    assert_int_equal(w1, 0);
+    assert_int_equal(gpu_lease_acquire_shared(&p, GPU_SHARE_MEASURE, 4, 30, &waited), -1);
+    int w2 = gpu_lease_acquire_shared(&p, GPU_SHARE_WARMUP, 4, 30, &waited);
+    assert_int_equal(w2, 0); /* its own class still shares */
+    gpu_lease_release_shared(&p, w1);
+    assert_int_equal(gpu_lease_acquire_shared(&p, GPU_SHARE_MEASURE, 4, 30, &waited), -1);
+    gpu_lease_release_shared(&p, w2);
+    int m1 = gpu_lease_acquire_shared(&p, GPU_SHARE_MEASURE, 2, 1000, &waited);
+    int m2 = gpu_lease_acquire_shared(&p, GPU_SHARE_MEASURE, 2, 1000, &waited);
+    assert_true(m1 == 0 && m2 == 0);
+    assert_int_equal(gpu_lease_acquire_shared(&p, GPU_SHARE_MEASURE, 2, 30, &waited), -1);
+    assert_int_equal(gpu_lease_acquire_shared(&p, GPU_SHARE_WARMUP, 4, 30, &waited), -1);
+    gpu_lease_release_shared(&p, m1);
+    gpu_lease_release_shared(&p, m2);
+    int w3 = gpu_lease_acquire_shared(&p, GPU_SHARE_WARMUP, 4, 1000, &waited);
+    assert_int_equal(w3, 0);
+    gpu_lease_release_shared(&p, w3);
+    gpu_pool_deinit(&p);
+    drop_dev(NODES);
+}
+
 static void *wait_shared(void *arg)
 {
     waiter *w = arg;
-    w->slot = gpu_lease_acquire_shared(w->p, 4, 5000, &w->waited);
+    w->slot = gpu_lease_acquire_shared(w->p, GPU_SHARE_WARMUP, 4, 5000, &w->waited);
     return NULL;
 }
 
@@ -276,7 +307,7 @@ static void test_lease_shared_waits_behind_exclusive(void **state)
     gpu_pool p;
     assert_int_equal(gpu_pool_init(&p, g_dev, "0"), 1);
     double waited;
-    int sh = gpu_lease_acquire_shared(&p, 4, 1000, &waited);
+    int sh = gpu_lease_acquire_shared(&p, GPU_SHARE_WARMUP, 4, 1000, &waited);
     assert_int_equal(sh, 0);
     waiter ex = {.p = &p, .slot = -2}, late = {.p = &p, .slot = -2};
     pthread_t t_ex, t_late;
@@ -313,6 +344,7 @@ int main(void)
         cmocka_unit_test(test_lease_waiter_gets_freed_gpu),
         cmocka_unit_test(test_lease_shared_limits_and_exclusion),
         cmocka_unit_test(test_lease_shared_waits_behind_exclusive),
+        cmocka_unit_test(test_lease_shared_classes_never_mix),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
