@@ -5,10 +5,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -348,6 +350,17 @@ static json_t *infra(const char *why, const char *detail)
     return json_pack("{s:s, s:s}", "eval_status", "infra_error", "error", msg);
 }
 
+/* In the judge, before execve: it dies with the server. A server killed outright (SIGKILL, the
+ * OOM killer) must leave no judge timing on a GPU that its next run leases again, or holding a
+ * measurement's timing lock. PDEATHSIG follows the spawning thread, which waits for the judge
+ * (spawn_run), so it fires only when the server dies. */
+static int die_with_server(void *ctx)
+{
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
+        return errno;
+    return getppid() == *(const pid_t *)ctx ? 0 : ESRCH; /* it died before the prctl */
+}
+
 /* Runs judge.py on job (written to dir/job.json); returns its verdict or an infra error. */
 static json_t *run_judge(eval_server *es, const char *dir, json_t *job, const char *visible)
 {
@@ -372,6 +385,9 @@ static json_t *run_judge(eval_server *es, const char *dir, json_t *job, const ch
     o.timeout_ms = es->eval_timeout_ms;
     o.kill_grace_ms = 2000;
     o.capture_cap = 64 << 10;
+    pid_t server = getpid();
+    o.pre_exec = die_with_server;
+    o.pre_exec_ctx = &server;
     spawn_result r;
     int rc = spawn_run(&o, &r);
     json_error_t jerr;

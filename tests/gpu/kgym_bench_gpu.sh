@@ -9,7 +9,9 @@
 # measures the baselines of KernelBench levels $KGYM_BASELINES_LEVELS (default 1,2) into FILE,
 # resuming from what it holds. $KGYM_DEADLINE_S: every client is interrupted (SIGINT: the tasks
 # in flight finish, the results so far are written) after that many seconds. $KGYM_PREFETCH=0:
-# no baselines pass over the solved tasks before the runs (the default measures them first).
+# no baselines pass over the solved tasks before the runs (the default measures them first);
+# $KGYM_PREFETCH_DEADLINE_S bounds that pass (default $KGYM_DEADLINE_S). Stop the script with
+# SIGTERM or SIGINT, never SIGKILL: its exit trap kills the server and the judges under it.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:?usage: $0 OUT_DIR [KERNELBENCH_JSONL]}
@@ -25,6 +27,7 @@ mkdir -p "$OUT" "$CACHE"
 SERVER=$!
 # the clients are done (or interrupted) by then: no drain to wait for, the state is throwaway
 trap 'kill -9 $SERVER 2>/dev/null; wait $SERVER 2>/dev/null || true' EXIT
+trap 'exit 143' TERM INT  # through the EXIT trap: a stopped script leaves no server on the GPU
 for _ in $(seq 1200); do
     PORT=$(sed -n 's/.*"event":"listening".*"port":\([0-9]*\).*/\1/p' "$OUT/server.log" | head -1)
     [ -n "$PORT" ] && break
@@ -35,22 +38,28 @@ done
 URL=http://127.0.0.1:$PORT
 JOBS=${KGYM_JOBS:-2}
 client() { if [ -n "${KGYM_DEADLINE_S:-}" ]; then timeout -s INT "$KGYM_DEADLINE_S" "$@"; else "$@"; fi; }
-BUNDLED_ONLY=$(cd solutions/bundled && for d in */; do [ -f "$d/model_new.py" ] && echo "${d%/}"; done | paste -sd,)
+prefetch() {
+    local d=${KGYM_PREFETCH_DEADLINE_S:-${KGYM_DEADLINE_S:-}}
+    if [ -n "$d" ]; then timeout -s INT "$d" "$@"; else "$@"; fi
+}
+BUNDLED_ONLY=$(cd solutions/bundled && for d in */; do [ -f "$d/model_new.py" ] && echo "kgym/${d%/}"; done | paste -sd,)
 KB_ONLY=$(cd solutions/kernelbench && ls -d level*/[0-9]* | sed 's#level\([0-9]\)/\([0-9]*\)#kb/L\1/\2#' | paste -sd,)
 if [ "${KGYM_PREFETCH:-1}" = 1 ]; then
     # the baselines first, through kgym-bench baselines: its warm-ups share the GPU and its
     # measurements take turns at it, so the runs' Profiles find them cached and hold the GPU
     # for the candidates' timing alone
-    client "$BIN/kgym-bench" baselines --server "$URL" --tasks dataset/tasks --only "$BUNDLED_ONLY" \
+    T0=$SECONDS
+    prefetch "$BIN/kgym-bench" baselines --server "$URL" --tasks dataset/tasks --only "$BUNDLED_ONLY" \
         --file "$OUT/prefetch-bundled.json" --out "$OUT/prefetch-bundled" --task-timeout 600 \
         2> "$OUT/prefetch-bundled.log" &
     P1=$!
-    client "$BIN/kgym-bench" baselines --server "$URL" --kernelbench "$KB" --only "$KB_ONLY" \
+    prefetch "$BIN/kgym-bench" baselines --server "$URL" --kernelbench "$KB" --only "$KB_ONLY" \
         --file "$OUT/prefetch-kernelbench.json" --out "$OUT/prefetch-kernelbench" --task-timeout 600 \
         2> "$OUT/prefetch-kernelbench.log" &
     P2=$!
     wait $P1 || echo "prefetch (bundled) ended with $?: the runs measure what is missing"
     wait $P2 || echo "prefetch (kernelbench) ended with $?: the runs measure what is missing"
+    echo "prefetch: $((SECONDS - T0)) s"
 fi
 # builds overlap with other tasks' timing; the lease makes the timing itself exclusive
 client "$BIN/kgym-bench" run --server "$URL" --tasks dataset/tasks --solutions solutions/bundled \
