@@ -42,8 +42,11 @@ static json_t *measurement_record(const json_t *task, const json_t *reply)
         json_object_set(rec, KEYS[k], v ? v : json_null());
     }
     json_object_set(rec, "cached", json_object_get(reply, "baseline_cached") ?: json_false());
-    if (json_object_get(reply, "phases_ms")) /* where the leased time went */
-        json_object_set(rec, "phases_ms", json_object_get(reply, "phases_ms"));
+    /* where the leased time went: the judge's phases, and its timing loops' steps */
+    const char *why_keys[] = {"phases_ms", "timing_loop_ms"};
+    for (size_t k = 0; k < 2; k++)
+        if (json_object_get(reply, why_keys[k]))
+            json_object_set(rec, why_keys[k], json_object_get(reply, why_keys[k]));
     if (json_object_get(reply, "compile_unavailable"))
         json_object_set(rec, "compile_unavailable", json_object_get(reply, "compile_unavailable"));
     json_object_set(rec, "level", json_object_get(task, "level"));

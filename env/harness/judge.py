@@ -512,18 +512,27 @@ class Judge:
         wall_cap = float(t.get("wall_cap_s", 20.0))
         samples, spent, i, t0 = [], 0.0, 0, time.monotonic()
         self.reported_device_ms = []
+        loop = LoopClock()  # where the loop's wall time goes, reported per runner
         while i < warm + max_reps:
+            loop.calls += 1
             x = self.fresh_inputs()
+            loop.lap("inputs")
             want = self.reference(self.cur_w, x)
+            loop.lap("reference")
             t_stage = self.stage(ch, x)
+            loop.lap("stage")
             self.flush_l2()
+            loop.lap("flush")
             t_run, reply = ch.timed_call({"op": "run", "seq": i})
             t_fetch, _ = ch.timed_call({"op": "fetch", "seq": i})
+            loop.lap("run_fetch")
             got = self.read_outputs()
+            loop.lap("read")
             if check:
                 ok, stats = self.compare(got, want, f"timed call {i + 1}")
                 if not ok:
                     raise CandidateFailed("INCORRECT", f"timed call {i + 1} returned a wrong output: {stats['why']}")
+            loop.lap("compare")
             if i >= warm:
                 samples.append((t_run, t_fetch, t_stage))
                 dev = reply.get("device_ms")
@@ -535,6 +544,7 @@ class Judge:
                 if len(samples) >= min_reps and (spent > budget or time.monotonic() - t0 > wall_cap):
                     break
             i += 1
+        self.components.setdefault("timing_loop_ms", {})[ch.what] = loop.report()
         return samples
 
     def ping_overhead(self, ch):
@@ -805,6 +815,26 @@ class Judge:
         except CandidateFailed as exc:
             base["t_compile_ms"] = None
             base["compile_unavailable"] = str(exc)[:1000]
+
+
+class LoopClock:
+    """Wall time per step of a timing loop, summed over its calls: which of the judge's own steps
+    (inputs, reference, staging, comparison) make a measurement long. Reported, never charged."""
+
+    def __init__(self):
+        self.total = {}
+        self.calls = 0
+        self.last = time.perf_counter()
+
+    def lap(self, step):
+        now = time.perf_counter()
+        self.total[step] = self.total.get(step, 0.0) + now - self.last
+        self.last = now
+
+    def report(self):
+        out = {k: round(v * 1e3, 1) for k, v in self.total.items()}
+        out["calls"] = self.calls
+        return out
 
 
 def charge(samples, ping_s, fetch_ref_s, stage_ref_s):

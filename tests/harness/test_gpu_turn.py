@@ -102,6 +102,12 @@ def test_measurement_waits_for_the_gpu_timing_lock(tmp_path, inductor_cache):
     assert list(phases)[:3] == ["start", "runners_started", "gpu_wait"], phases
     assert phases["gpu_wait"] >= hold_s * 1000 * 0.9, phases
     assert list(phases)[3:] == ["plan", "runners_ready", "eager", "compile"], phases
+    # each timing loop says where its wall time went, step by step, over how many calls
+    for runner in ("eager", "compile"):
+        loop = verdict["timing_loop_ms"][runner]
+        assert set(loop) == {"inputs", "reference", "stage", "flush", "run_fetch", "read", "compare", "calls"}
+        assert 1 + 3 <= loop["calls"] <= 1 + 5  # warm-up + min_reps .. max_reps
+        assert all(v >= 0 for v in loop.values()) and loop["run_fetch"] > 0
 
     # cached now: the same job returns the stored figures without starting runners
     result.unlink()
