@@ -4,8 +4,12 @@ Under `make test` (KGYM_FAIL_ON_SKIP=1) a skipped test fails the run: a suite th
 skips (no root, a missing package, no ../shared) must not look green in CI.
 """
 import os
+import sys
 
 import pytest
+
+# the suites' shared helpers (procs.py) import by name
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 def pytest_sessionfinish(session, exitstatus):

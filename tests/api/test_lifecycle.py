@@ -3,21 +3,12 @@ import os
 import threading
 import time
 
+from procs import pids_where
+
 
 def _procs_with(marker):
-    """Pids whose command line holds marker (to check that jobs die with their episode).
-    /proc/PID/cmdline separates arguments with NULs: markers are one argument."""
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if b"\0" + marker.encode() + b"\0" in f.read():
-                    found.append(int(pid))
-        except OSError:
-            pass
-    return found
+    """Pids whose command line holds marker as one argument (jobs must die with their episode)."""
+    return pids_where(lambda argv: marker.encode() in argv)
 
 
 def _wait_gone(marker, timeout=5):

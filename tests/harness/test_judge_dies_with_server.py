@@ -3,28 +3,18 @@ running would keep timing on a GPU that the next server leases again, or hold a 
 GPU timing lock. Here a baselines measurement (CPU variant: the judge is the same program) is
 in flight when the server is killed with SIGKILL; its judge must be gone within seconds."""
 import json
-import os
 import signal
 import threading
 import time
 
 from conftest import HarnessServer
+from procs import pids_where
 
 
 def judges_under(root):
     """PIDs of judge.py processes whose job lies under root."""
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        if any(a.endswith(b"judge.py") for a in argv) and any(a.startswith(str(root).encode()) for a in argv):
-            found.append(int(pid))
-    return found
+    return pids_where(lambda argv: any(a.endswith(b"judge.py") for a in argv)
+                      and any(a.startswith(str(root).encode()) for a in argv))
 
 
 def test_sigkilled_server_leaves_no_judge(tmp_path):

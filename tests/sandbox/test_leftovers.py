@@ -8,6 +8,7 @@ import time
 import uuid
 
 from kgym_sbx import busy_cgroups, host_procs_of_uid, run_host, wait_until
+from procs import pids_where
 
 # Four ways to outlive a shell: setsid+nohup, a double fork, a python daemon (fork, setsid,
 # fork, close stdio), and disown.
@@ -27,18 +28,8 @@ def daemonize_script(tag):
 
 def host_sleepers(tag):
     """pids of host processes running `sleep <tag>N`."""
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        if len(argv) >= 2 and argv[0].endswith(b"sleep") and argv[1].startswith(str(tag).encode()):
-            out.append(int(d))
-    return out
+    return pids_where(lambda argv: len(argv) >= 2 and argv[0].endswith(b"sleep")
+                      and argv[1].startswith(str(tag).encode()))
 
 
 def test_daemons_die_with_the_command(srv, new_episode):
