@@ -57,7 +57,7 @@ LAUNCHER_SRCS := $(wildcard env/launcher/*.c) env/sandbox/profile.c env/sandbox/
                  env/util/strbuf.c env/util/fileio.c
 KGYM_SANDBOX := $(BUILD)/kgym-sandbox
 
-.PHONY: all run test test-gpu bench clean deps venv unit unit-san format help fuzz
+.PHONY: all run test test-gpu bench clean deps venv unit unit-san format help fuzz kernels
 all: $(KGYM_ENV) $(KGYM_SANDBOX) $(KGYM_BENCH) $(KGYM_POLICY)
 
 help:
@@ -133,6 +133,30 @@ test: deps
 	@mk/test.sh
 
 fuzz: $(FUZZ_BINS)
+
+# The policy's CUDA kernels (kernels/*.cu) and their checks and benches (tests/kernels,
+# tests/bench/kernels): built by nvcc for the GPU they will run on (KG_CUDA_ARCH; H100/H200 by
+# default). Not part of `make test`: CI has no GPU (and need not have nvcc).
+NVCC         ?= nvcc
+KG_CUDA_ARCH ?= -gencode=arch=compute_90a,code=sm_90a
+NVCCFLAGS    ?= -std=c++17 -O3 -lineinfo $(KG_CUDA_ARCH) -Xcompiler -Wall,-Wextra -Werror all-warnings
+KERNEL_OBJS  := $(patsubst kernels/%.cu,$(BUILD)/kernels/obj/%.o,$(wildcard kernels/*.cu))
+KERNEL_BINS  := $(patsubst tests/kernels/%.cu,$(BUILD)/kernels/%,$(wildcard tests/kernels/test_*.cu)) \
+                $(patsubst tests/bench/kernels/%.cu,$(BUILD)/kernels/%,$(wildcard tests/bench/kernels/bench_*.cu))
+
+$(BUILD)/kernels/obj/%.o: kernels/%.cu kernels/kernels.h
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) -I. -c $< -o $@
+
+$(BUILD)/kernels/test_%: tests/kernels/test_%.cu tests/kernels/kcheck.h $(KERNEL_OBJS)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) -I. -Itests/kernels -o $@ $< $(KERNEL_OBJS) -lcublasLt -lcublas
+
+$(BUILD)/kernels/bench_%: tests/bench/kernels/bench_%.cu tests/kernels/kcheck.h $(KERNEL_OBJS)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) -I. -Itests/kernels -o $@ $< $(KERNEL_OBJS) -lcublasLt -lcublas
+
+kernels: $(KERNEL_BINS)
 
 # The GPU suites need only the machine's torch so far (GPU machines have no package registry).
 test-gpu:

@@ -8,12 +8,32 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; t
 fi
 venv=$(mk/venv.sh) || exit 1
 nvidia-smi -L
+echo "=== suite gpu-kernels: each policy kernel against its CPU reference, then under compute-sanitizer"
+t0=$EPOCHREALTIME
+rc=0
+# KGYM_KERNEL_BINS: a folder of prebuilt test_* binaries (carried); otherwise built here by nvcc
+kbin=${KGYM_KERNEL_BINS:-${BUILD:-build}/kernels}
+[ -n "${KGYM_KERNEL_BINS:-}" ] || make -s kernels || rc=1
+san=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
+for t in "$kbin"/test_*; do
+    [ -x "$t" ] || continue
+    echo "--- $(basename "$t")"
+    "$t" || { echo "FAILED: $t"; rc=1; }
+    if [ -n "$san" ]; then
+        for tool in memcheck racecheck; do
+            "$san" --tool "$tool" --error-exitcode 3 --print-limit 20 "$t" > "/tmp/kgym-san-$tool.log" 2>&1 \
+                || { echo "FAILED: $tool on $t"; tail -40 "/tmp/kgym-san-$tool.log"; rc=1; }
+        done
+    else
+        echo "FAILED: no compute-sanitizer on this machine"; rc=1
+    fi
+done
+awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "=== suite gpu-kernels: %.1fs\n", b - a }'
 echo "=== suite gpu-task-timing: eager and torch.compile time of every bundled task"
 t0=$EPOCHREALTIME
 out=${KGYM_TIMINGS_JSON:-${BUILD:-build}/task_timings.json}
 mkdir -p "$(dirname "$out")"
-"$venv/bin/python" tests/gpu/time_tasks.py --tasks-dir dataset/tasks --json "$out" --strict
-rc=$?
+"$venv/bin/python" tests/gpu/time_tasks.py --tasks-dir dataset/tasks --json "$out" --strict || rc=1
 awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "=== suite gpu-task-timing: %.1fs\n", b - a }'
 echo "=== suite gpu-sandbox: CUDA inside the candidate sandbox, only the leased GPU visible"
 t0=$EPOCHREALTIME

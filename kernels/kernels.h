@@ -1,0 +1,115 @@
+/* kernels: the CUDA kernels of the policy and the trainer (issue "policy (2/3)"), llm.c style: one
+ * concern per file (rmsnorm.cu, rope.cu, swiglu.cu, attention.cu, matmul.cu, logprob.cu,
+ * adamw.cu, clip.cu), each checked against a CPU reference by tests/kernels/test_<name>.cu and
+ * timed by tests/bench/kernels/bench_<name>.cu.
+ *
+ * Conventions, for every launcher below:
+ *  - pointers are device pointers; rows are contiguous (row-major, the last index fastest);
+ *  - activations and weights are bf16 (kg_bf16: the bits of a __nv_bfloat16, so that C code can
+ *    hold them), every reduction and accumulation is fp32;
+ *  - work is queued on stream s and nothing synchronises; the return value is the launch's
+ *    cudaError_t (cudaSuccess, or cudaErrorInvalidValue for arguments a kernel cannot take);
+ *  - "T" counts tokens (rows of a packed batch), "n"/"hidden" the row length.
+ * C callable (the trainer's host code is C11). */
+#ifndef KGYM_KERNELS_H
+#define KGYM_KERNELS_H
+
+#include <cuda_runtime_api.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef uint16_t kg_bf16;
+
+/* ---- matmul.cu: C = op(A) op(B) (+ bias) through cuBLASLt, bf16 in and out, fp32 accumulate ----
+ * Row-major throughout: C is [M, N]; op(A) is [M, K] (A stored [M, K], or [K, M] when trans_a);
+ * op(B) is [K, N] (B stored [K, N], or [N, K] when trans_b: a Linear weight [out, in] gives
+ * y = x W^T with trans_b = 1). beta = 0 overwrites C, beta = 1 accumulates into it (gradient
+ * accumulation). bias [N] (or NULL) is added to every row (beta must be 0 then).
+ * ctx: a cuBLASLt handle and a workspace, made once per device by kg_matmul_ctx_new. */
+typedef struct kg_matmul_ctx kg_matmul_ctx;
+kg_matmul_ctx *kg_matmul_ctx_new(size_t workspace_bytes);
+void kg_matmul_ctx_free(kg_matmul_ctx *ctx);
+cudaError_t kg_matmul(kg_matmul_ctx *ctx, kg_bf16 *C, const kg_bf16 *A, const kg_bf16 *B,
+                      const kg_bf16 *bias, int M, int N, int K, int trans_a, int trans_b,
+                      float beta, cudaStream_t s);
+
+/* ---- rmsnorm.cu: y = w * x / sqrt(mean(x^2) + eps), per row (HF Qwen2/Llama RMSNorm) ---- */
+/* rstd[T] (fp32) is kept for the backward. */
+cudaError_t kg_rmsnorm_forward(kg_bf16 *y, float *rstd, const kg_bf16 *x, const kg_bf16 *w, int T,
+                               int n, float eps, cudaStream_t s);
+/* dx = (bf16) the input gradient (overwritten); dw[n] (fp32) is ACCUMULATED into (+=), so that
+ * micro-batches add up before the optimizer step. */
+cudaError_t kg_rmsnorm_backward(kg_bf16 *dx, float *dw, const kg_bf16 *dy, const kg_bf16 *x,
+                                const float *rstd, const kg_bf16 *w, int T, int n, cudaStream_t s);
+
+/* ---- rope.cu: rotary embedding in HF's rotate_half layout, in place ----
+ * x is [T, heads, hd]; token t rotates by angle pos[t] * inv_freq[i] for pair (i, i + hd/2),
+ * i < hd/2: x_i' = x_i cos - x_{i+hd/2} sin, x_{i+hd/2}' = x_{i+hd/2} cos + x_i sin.
+ * inv_freq[hd/2] is fp32 (computed on the host by pol_rope_inv_freq, llama3 scaling included).
+ * sign = -1 applies the inverse rotation: the backward of the forward (dx from dy). */
+cudaError_t kg_rope(kg_bf16 *x, const int32_t *pos, const float *inv_freq, int T, int heads,
+                    int hd, int sign, cudaStream_t s);
+
+/* ---- swiglu.cu: h = silu(gate) * up, gate and up [T, ffn] ---- */
+cudaError_t kg_swiglu_forward(kg_bf16 *h, const kg_bf16 *gate, const kg_bf16 *up, size_t count,
+                              cudaStream_t s);
+/* dgate, dup (overwritten) from dh */
+cudaError_t kg_swiglu_backward(kg_bf16 *dgate, kg_bf16 *dup, const kg_bf16 *dh,
+                               const kg_bf16 *gate, const kg_bf16 *up, size_t count,
+                               cudaStream_t s);
+
+/* ---- logprob.cu: the fused log-softmax over the vocabulary, chunked over tokens ----
+ * logits [T, V_pad] (bf16; columns >= V are padding, never part of the softmax). For token t
+ * with target[t] (0 <= target < V):
+ *   logp[t] = logits[t, target] - logsumexp(logits[t, :V]),
+ *   entropy[t] = -sum_j p_j log p_j (either output may be NULL).
+ * The backward writes dlogits (bf16, [T, V_pad], padding columns 0):
+ *   dlogits[t, j] = w_logp[t] * (1[j == target] - p_j)
+ *                 + w_ent[t] * (-p_j (log p_j + entropy[t]))        (d entropy / d logit)
+ * with w_logp[t] = dL/dlogp[t] and w_ent[t] = dL/dentropy[t] (w_ent may be NULL: 0). Memory
+ * stays O(T) beyond the logits: nothing [T, V] in fp32 is materialised. */
+cudaError_t kg_logprob_forward(float *logp, float *entropy, const kg_bf16 *logits,
+                               const int32_t *target, int T, int V, int V_pad, cudaStream_t s);
+cudaError_t kg_logprob_backward(kg_bf16 *dlogits, const kg_bf16 *logits, const int32_t *target,
+                                const float *w_logp, const float *w_ent, int T, int V, int V_pad,
+                                cudaStream_t s);
+
+/* ---- adamw.cu: one AdamW step (torch.optim.AdamW semantics, decoupled weight decay) ----
+ * master (fp32) is the parameter; param (bf16, may be NULL) receives its rounded copy; grad is
+ * fp32 and is multiplied by grad_scale first (global-norm clipping's factor, 1 for none).
+ * step counts from 1 (bias correction). */
+cudaError_t kg_adamw_step(float *master, kg_bf16 *param, const float *grad, float *m, float *v,
+                          size_t n, float lr, float beta1, float beta2, float eps,
+                          float weight_decay, int step, float grad_scale, cudaStream_t s);
+
+/* ---- clip.cu: global-norm clipping ----
+ * Adds sum(grad^2) of n elements into *sumsq (fp32, device; zero it before the first tensor). */
+cudaError_t kg_sumsq_accumulate(float *sumsq, const float *grad, size_t n, cudaStream_t s);
+/* *scale = min(1, max_norm / (sqrt(*sumsq) + 1e-6)) on the device (torch's clip_grad_norm_
+ * factor), for kg_adamw_step's grad_scale read back or passed as a device value. */
+cudaError_t kg_clip_scale(float *scale, const float *sumsq, float max_norm, cudaStream_t s);
+
+/* ---- attention.cu: causal GQA attention, flash style (online softmax, no [T, T] scores) ----
+ * q [T, Hq, hd], k and v [T, Hkv, hd] (Hq a multiple of Hkv: query head h reads kv head
+ * h / (Hq / Hkv)), out [T, Hq, hd]; lse [Hq, T] (fp32, log-sum-exp of the scaled scores, kept
+ * for the backward). Packed sequences: doc_start[t] is the index of the first token of t's
+ * document, and token t attends to tokens j with doc_start[t] <= j <= t. scale = 1/sqrt(hd)
+ * normally. hd is 64 or 128. */
+cudaError_t kg_attention_forward(kg_bf16 *out, float *lse, const kg_bf16 *q, const kg_bf16 *k,
+                                 const kg_bf16 *v, const int32_t *doc_start, int T, int Hq,
+                                 int Hkv, int hd, float scale, cudaStream_t s);
+/* dq, dk, dv (bf16, overwritten) from dout; out and lse from the forward. */
+cudaError_t kg_attention_backward(kg_bf16 *dq, kg_bf16 *dk, kg_bf16 *dv, const kg_bf16 *dout,
+                                  const kg_bf16 *out, const float *lse, const kg_bf16 *q,
+                                  const kg_bf16 *k, const kg_bf16 *v, const int32_t *doc_start,
+                                  int T, int Hq, int Hkv, int hd, float scale, cudaStream_t s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

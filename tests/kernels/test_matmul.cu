@@ -1,0 +1,93 @@
+/* kg_matmul against a double-precision CPU product of the same bf16 inputs: every combination of
+ * transposes, bias, accumulation (beta = 1), the shapes of a Qwen2.5-0.5B layer (and awkward
+ * ones), and the argument errors. */
+#include "kcheck.h"
+
+/* C[M, N] = op(A) op(B) (+ bias) + beta C, row-major, in double */
+static void ref_matmul(float *C, const float *A, const float *B, const float *bias, int M, int N,
+                       int K, int ta, int tb, float beta)
+{
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double acc = 0;
+            for (int k = 0; k < K; k++) {
+                double a = ta ? A[(size_t)k * M + i] : A[(size_t)i * K + k];
+                double b = tb ? B[(size_t)j * K + k] : B[(size_t)k * N + j];
+                acc += a * b;
+            }
+            if (bias)
+                acc += bias[j];
+            C[(size_t)i * N + j] = (float)(acc + (double)beta * C[(size_t)i * N + j]);
+        }
+}
+
+static int check_case(kg_matmul_ctx *ctx, int M, int N, int K, int ta, int tb, int with_bias,
+                      float beta, uint64_t seed)
+{
+    size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
+    float *A = (float *)malloc(na * 4), *B = (float *)malloc(nb * 4), *bias = (float *)malloc(N * 4);
+    float *C = (float *)malloc(nc * 4), *got = (float *)malloc(nc * 4);
+    kc_fill(A, na, seed, -1, 1);
+    kc_fill(B, nb, seed + 1, -1, 1);
+    kc_fill(bias, (size_t)N, seed + 2, -1, 1);
+    kc_fill(C, nc, seed + 3, -1, 1); /* what beta = 1 accumulates into */
+    kg_bf16 *dA = kc_to_dev_bf(A, na), *dB = kc_to_dev_bf(B, nb), *dbias = kc_to_dev_bf(bias, N);
+    kg_bf16 *dC = kc_to_dev_bf(C, nc);
+    KC_CUDA(kg_matmul(ctx, dC, dA, dB, with_bias ? dbias : NULL, M, N, K, ta, tb, beta, 0));
+    KC_CUDA(cudaDeviceSynchronize());
+    kc_from_dev_bf(got, dC, nc);
+    ref_matmul(C, A, B, with_bias ? bias : NULL, M, N, K, ta, tb, beta);
+    char label[128];
+    snprintf(label, sizeof label, "matmul M%d N%d K%d ta%d tb%d bias%d beta%g", M, N, K, ta, tb,
+             with_bias, beta);
+    /* sums of K products of U(-1, 1): |C| ~ sqrt(K / 9); the output is rounded to bf16 */
+    int ok = kc_close(label, got, C, nc, 2e-2f * sqrtf((float)K / 9.0f) + 1e-2f, 1e-2f);
+    cudaFree(dA);
+    cudaFree(dB);
+    cudaFree(dbias);
+    cudaFree(dC);
+    free(A);
+    free(B);
+    free(bias);
+    free(C);
+    free(got);
+    return ok;
+}
+
+int main(void)
+{
+    kg_matmul_ctx *ctx = kg_matmul_ctx_new(32 << 20);
+    if (!ctx) {
+        fprintf(stderr, "kg_matmul_ctx_new failed\n");
+        return 1;
+    }
+    int ok = 1;
+    uint64_t seed = 1;
+    /* every transpose combination on an awkward shape, with and without bias / accumulation */
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            ok &= check_case(ctx, 37, 53, 71, ta, tb, 0, 0.0f, seed++);
+            ok &= check_case(ctx, 37, 53, 71, ta, tb, 0, 1.0f, seed++);
+            ok &= check_case(ctx, 37, 53, 71, ta, tb, 1, 0.0f, seed++);
+        }
+    /* a Qwen2.5-0.5B layer: y = x W^T (q, o, gate/up, down), dX = dY W, dW += dY^T X */
+    ok &= check_case(ctx, 64, 896, 896, 0, 1, 1, 0.0f, seed++);  /* q_proj with bias */
+    ok &= check_case(ctx, 64, 4864, 896, 0, 1, 0, 0.0f, seed++); /* gate/up */
+    ok &= check_case(ctx, 64, 896, 4864, 0, 1, 0, 0.0f, seed++); /* down */
+    ok &= check_case(ctx, 64, 896, 4864, 0, 0, 0, 0.0f, seed++); /* dX = dY W */
+    ok &= check_case(ctx, 896, 4864, 64, 1, 0, 0, 1.0f, seed++); /* dW += dY^T X */
+    ok &= check_case(ctx, 1, 896, 896, 0, 1, 0, 0.0f, seed++);   /* decode: one token */
+    /* argument errors */
+    kg_bf16 *d;
+    KC_CUDA(cudaMalloc((void **)&d, 64));
+    int errs = kg_matmul(ctx, d, d, d, NULL, 0, 4, 4, 0, 0, 0.0f, 0) == cudaErrorInvalidValue &&
+               kg_matmul(ctx, d, d, d, NULL, 4, 4, -1, 0, 0, 0.0f, 0) == cudaErrorInvalidValue &&
+               kg_matmul(ctx, d, d, d, d, 4, 4, 4, 0, 0, 1.0f, 0) == cudaErrorInvalidValue &&
+               kg_matmul(NULL, d, d, d, NULL, 4, 4, 4, 0, 0, 0.0f, 0) == cudaErrorInvalidValue;
+    printf("%-4s matmul argument errors\n", errs ? "ok" : "FAIL");
+    ok &= errs;
+    cudaFree(d);
+    kg_matmul_ctx_free(ctx);
+    printf("%s\n", ok ? "test_matmul: all passed" : "test_matmul: FAILED");
+    return ok ? 0 : 1;
+}
