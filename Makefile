@@ -158,6 +158,9 @@ $(BUILD)/kernels/bench_%: tests/bench/kernels/bench_%.cu tests/kernels/kcheck.h 
 
 kernels: $(KERNEL_BINS)
 
+# the objects are shared by every test and bench: never deleted as intermediates
+.SECONDARY: $(KERNEL_OBJS)
+
 # The GPU suites need only the machine's torch so far (GPU machines have no package registry).
 test-gpu:
 	@mk/test-gpu.sh
@@ -167,7 +170,7 @@ bench: deps
 	@mk/bench.sh
 
 format:
-	clang-format -i $$(git ls-files '*.c' '*.h')
+	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu')
 
 clean:
 	rm -rf $(BUILD)

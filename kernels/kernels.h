@@ -9,7 +9,11 @@
  *    hold them), every reduction and accumulation is fp32;
  *  - work is queued on stream s and nothing synchronises; the return value is the launch's
  *    cudaError_t (cudaSuccess, or cudaErrorInvalidValue for arguments a kernel cannot take);
- *  - "T" counts tokens (rows of a packed batch), "n"/"hidden" the row length.
+ *  - "T" counts tokens (rows of a packed batch), "n"/"hidden" the row length;
+ *  - 16-byte-aligned buffers and row lengths that are multiples of 8 take the vectorised paths;
+ *    anything else is correct, only slower;
+ *  - sums that blocks add with atomics (rmsnorm's dw, attention's dq, clip's sumsq) are not
+ *    bitwise deterministic from run to run: their order of addition varies.
  * C callable (the trainer's host code is C11). */
 #ifndef KGYM_KERNELS_H
 #define KGYM_KERNELS_H
@@ -38,11 +42,11 @@ cudaError_t kg_matmul(kg_matmul_ctx *ctx, kg_bf16 *C, const kg_bf16 *A, const kg
                       float beta, cudaStream_t s);
 
 /* ---- rmsnorm.cu: y = w * x / sqrt(mean(x^2) + eps), per row (HF Qwen2/Llama RMSNorm) ---- */
-/* rstd[T] (fp32) is kept for the backward. */
+/* rstd[T] (fp32, may be NULL) is kept for the backward. */
 cudaError_t kg_rmsnorm_forward(kg_bf16 *y, float *rstd, const kg_bf16 *x, const kg_bf16 *w, int T,
                                int n, float eps, cudaStream_t s);
-/* dx = (bf16) the input gradient (overwritten); dw[n] (fp32) is ACCUMULATED into (+=), so that
- * micro-batches add up before the optimizer step. */
+/* dx = (bf16) the input gradient (overwritten; may be dy itself); dw[n] (fp32) is ACCUMULATED
+ * into (+=), so that micro-batches add up before the optimizer step. */
 cudaError_t kg_rmsnorm_backward(kg_bf16 *dx, float *dw, const kg_bf16 *dy, const kg_bf16 *x,
                                 const float *rstd, const kg_bf16 *w, int T, int n, cudaStream_t s);
 
@@ -51,16 +55,15 @@ cudaError_t kg_rmsnorm_backward(kg_bf16 *dx, float *dw, const kg_bf16 *dy, const
  * i < hd/2: x_i' = x_i cos - x_{i+hd/2} sin, x_{i+hd/2}' = x_{i+hd/2} cos + x_i sin.
  * inv_freq[hd/2] is fp32 (computed on the host by pol_rope_inv_freq, llama3 scaling included).
  * sign = -1 applies the inverse rotation: the backward of the forward (dx from dy). */
-cudaError_t kg_rope(kg_bf16 *x, const int32_t *pos, const float *inv_freq, int T, int heads,
-                    int hd, int sign, cudaStream_t s);
+cudaError_t kg_rope(kg_bf16 *x, const int32_t *pos, const float *inv_freq, int T, int heads, int hd,
+                    int sign, cudaStream_t s);
 
 /* ---- swiglu.cu: h = silu(gate) * up, gate and up [T, ffn] ---- */
 cudaError_t kg_swiglu_forward(kg_bf16 *h, const kg_bf16 *gate, const kg_bf16 *up, size_t count,
                               cudaStream_t s);
-/* dgate, dup (overwritten) from dh */
-cudaError_t kg_swiglu_backward(kg_bf16 *dgate, kg_bf16 *dup, const kg_bf16 *dh,
-                               const kg_bf16 *gate, const kg_bf16 *up, size_t count,
-                               cudaStream_t s);
+/* dgate, dup (overwritten; they may be gate and up themselves) from dh */
+cudaError_t kg_swiglu_backward(kg_bf16 *dgate, kg_bf16 *dup, const kg_bf16 *dh, const kg_bf16 *gate,
+                               const kg_bf16 *up, size_t count, cudaStream_t s);
 
 /* ---- logprob.cu: the fused log-softmax over the vocabulary, chunked over tokens ----
  * logits [T, V_pad] (bf16; columns >= V are padding, never part of the softmax). For token t
@@ -71,7 +74,9 @@ cudaError_t kg_swiglu_backward(kg_bf16 *dgate, kg_bf16 *dup, const kg_bf16 *dh,
  *   dlogits[t, j] = w_logp[t] * (1[j == target] - p_j)
  *                 + w_ent[t] * (-p_j (log p_j + entropy[t]))        (d entropy / d logit)
  * with w_logp[t] = dL/dlogp[t] and w_ent[t] = dL/dentropy[t] (w_ent may be NULL: 0). Memory
- * stays O(T) beyond the logits: nothing [T, V] in fp32 is materialised. */
+ * stays O(T) beyond the logits: nothing [T, V] in fp32 is materialised. A target outside
+ * [0, V) (the launcher cannot see device data) gives NaN logp and a NaN dlogits row: masked
+ * tokens still need a valid target, with weight 0. */
 cudaError_t kg_logprob_forward(float *logp, float *entropy, const kg_bf16 *logits,
                                const int32_t *target, int T, int V, int V_pad, cudaStream_t s);
 cudaError_t kg_logprob_backward(kg_bf16 *dlogits, const kg_bf16 *logits, const int32_t *target,
@@ -97,11 +102,12 @@ cudaError_t kg_clip_scale(float *scale, const float *sumsq, float max_norm, cuda
  * q [T, Hq, hd], k and v [T, Hkv, hd] (Hq a multiple of Hkv: query head h reads kv head
  * h / (Hq / Hkv)), out [T, Hq, hd]; lse [Hq, T] (fp32, log-sum-exp of the scaled scores, kept
  * for the backward). Packed sequences: doc_start[t] is the index of the first token of t's
- * document, and token t attends to tokens j with doc_start[t] <= j <= t. scale = 1/sqrt(hd)
- * normally. hd is 64 or 128. */
+ * document, and token t attends to tokens j with doc_start[t] <= j <= t; documents are
+ * contiguous (doc_start is non-decreasing, doc_start[t] <= t). scale = 1/sqrt(hd) normally. hd
+ * is 64 or 128. */
 cudaError_t kg_attention_forward(kg_bf16 *out, float *lse, const kg_bf16 *q, const kg_bf16 *k,
-                                 const kg_bf16 *v, const int32_t *doc_start, int T, int Hq,
-                                 int Hkv, int hd, float scale, cudaStream_t s);
+                                 const kg_bf16 *v, const int32_t *doc_start, int T, int Hq, int Hkv,
+                                 int hd, float scale, cudaStream_t s);
 /* dq, dk, dv (bf16, overwritten) from dout; out and lse from the forward. */
 cudaError_t kg_attention_backward(kg_bf16 *dq, kg_bf16 *dk, kg_bf16 *dv, const kg_bf16 *dout,
                                   const kg_bf16 *out, const float *lse, const kg_bf16 *q,

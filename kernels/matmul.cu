@@ -96,8 +96,8 @@ static bool plan_make(lt_plan *p, const lt_operand *first, const lt_operand *sec
                                             sizeof epi) == CUBLAS_STATUS_SUCCESS &&
              cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                             sizeof bias) == CUBLAS_STATUS_SUCCESS &&
-             cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
-                                            &bias_type, sizeof bias_type) == CUBLAS_STATUS_SUCCESS;
+             cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                            sizeof bias_type) == CUBLAS_STATUS_SUCCESS;
     }
     ok = ok &&
          cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, first->rows, first->cols, first->ld) ==
@@ -113,9 +113,9 @@ static bool plan_make(lt_plan *p, const lt_operand *first, const lt_operand *sec
     return ok;
 }
 
-extern "C" cudaError_t kg_matmul(kg_matmul_ctx *ctx, kg_bf16 *C, const kg_bf16 *A,
-                                 const kg_bf16 *B, const kg_bf16 *bias, int M, int N, int K,
-                                 int trans_a, int trans_b, float beta, cudaStream_t s)
+extern "C" cudaError_t kg_matmul(kg_matmul_ctx *ctx, kg_bf16 *C, const kg_bf16 *A, const kg_bf16 *B,
+                                 const kg_bf16 *bias, int M, int N, int K, int trans_a, int trans_b,
+                                 float beta, cudaStream_t s)
 {
     if (!ctx || !C || !A || !B || M <= 0 || N <= 0 || K <= 0 || (bias && beta != 0.0f))
         return cudaErrorInvalidValue;

@@ -19,7 +19,7 @@
     do {                                                                                           \
         cudaError_t kc_e = (call);                                                                 \
         if (kc_e != cudaSuccess) {                                                                 \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                         \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                          \
                     cudaGetErrorString(kc_e));                                                     \
             exit(2);                                                                               \
         }                                                                                          \
@@ -126,7 +126,8 @@ static inline int kc_close(const char *label, const float *got, const float *wan
             max_rel = d / fabs(want[i]);
     }
     if (bad)
-        fprintf(stderr, "FAIL %s: %zu of %zu outside atol %g rtol %g; first at %zu: got %g want %g\n",
+        fprintf(stderr,
+                "FAIL %s: %zu of %zu outside atol %g rtol %g; first at %zu: got %g want %g\n",
                 label, bad, n, atol, rtol, first, got[first], want[first]);
     printf("%-4s %s: n %zu, max abs err %.3g, max rel err %.3g\n", bad ? "FAIL" : "ok", label, n,
            max_abs, max_rel);

@@ -25,7 +25,8 @@ static int check_case(kg_matmul_ctx *ctx, int M, int N, int K, int ta, int tb, i
                       float beta, uint64_t seed)
 {
     size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
-    float *A = (float *)malloc(na * 4), *B = (float *)malloc(nb * 4), *bias = (float *)malloc(N * 4);
+    float *A = (float *)malloc(na * 4), *B = (float *)malloc(nb * 4),
+          *bias = (float *)malloc(N * 4);
     float *C = (float *)malloc(nc * 4), *got = (float *)malloc(nc * 4);
     kc_fill(A, na, seed, -1, 1);
     kc_fill(B, nb, seed + 1, -1, 1);

@@ -25,8 +25,8 @@ static void bench(kg_matmul_ctx *ctx, const char *what, int M, int N, int K, int
     KC_CUDA(cudaMemset(j.B, 0, (size_t)K * N * 2));
     float ms = kc_time_ms(run, &j, 5, 30);
     double tflops = 2.0 * M * N * K / (ms * 1e-3) / 1e12;
-    printf("%-28s M %6d N %6d K %6d  %8.3f ms  %7.1f TFLOP/s  (%4.1f%% of 790)\n", what, M, N, K, ms,
-           tflops, 100 * tflops / 790);
+    printf("%-28s M %6d N %6d K %6d  %8.3f ms  %7.1f TFLOP/s  (%4.1f%% of 790)\n", what, M, N, K,
+           ms, tflops, 100 * tflops / 790);
     cudaFree(j.A);
     cudaFree(j.B);
     cudaFree(j.C);

@@ -1,0 +1,187 @@
+/* test_rope: kg_rope against a CPU reference that follows policy/model_kernels.c's
+ * pol_rope_apply (HF rotate_half: pair (i, i + hd/2) rotated by pos[t] * inv_freq[i], the angle
+ * formed in fp32 as the policy's rope tables form it; sign -1 rotates back). For each shape:
+ *   - the forward against the reference;
+ *   - the inverse (sign -1) against the reference;
+ *   - forward then inverse gives x back within two bf16 roundings;
+ *   - the inverse is the forward's transpose, i.e. the exact backward:
+ *     <rope(x), dy> = <x, rope^-1(dy)>, within the bf16 rounding of both sides.
+ * Shapes: hd in {64, 128} x heads in {14, 2} x T in {1, 37, 2048}; positions restart at 0 at
+ * each packed document (and T = 1 is a decode step at a late position). */
+#include "kcheck.h"
+
+/* inv_freq as pol_rope_inv_freq computes it without llama3 scaling */
+static void make_inv_freq(float *inv, int hd, float theta)
+{
+    for (int i = 0; i < hd / 2; i++)
+        inv[i] = 1.0f / powf(theta, (float)(2 * i) / (float)hd);
+}
+
+/* packed documents of random lengths, positions restarting at 0; the first document continues
+ * one that began earlier (its positions start at 300) */
+static void make_positions(int32_t *pos, int T, uint64_t seed)
+{
+    if (T == 1) {
+        pos[0] = 4095; /* a decode step deep into a sequence */
+        return;
+    }
+    uint64_t st = seed * 0x9E3779B97F4A7C15ULL + 7;
+    int t = 0, p0 = 300;
+    while (t < T) {
+        int len = 1 + (int)(kc_next(&st) % (uint64_t)(T / 3 + 1));
+        for (int j = 0; j < len && t < T; j++)
+            pos[t++] = p0 + j;
+        p0 = 0;
+    }
+}
+
+/* in place on x [T, heads, hd], in double from the fp32 angle */
+static void ref_rope(float *x, const int32_t *pos, const float *inv, int T, int heads, int hd,
+                     int sign)
+{
+    int half = hd / 2;
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < half; i++) {
+            float angle = (float)pos[t] * inv[i];
+            double c = cos((double)angle), s = sign * sin((double)angle);
+            for (int h = 0; h < heads; h++) {
+                float *v = x + ((size_t)t * heads + h) * hd;
+                double a = v[i], b = v[i + half];
+                v[i] = (float)(a * c - b * s);
+                v[i + half] = (float)(b * c + a * s);
+            }
+        }
+}
+
+static double dot(const float *a, const float *b, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++)
+        s += (double)a[i] * b[i];
+    return s;
+}
+
+/* sqrt(sum (a_i b_i)^2): the scale of the rounding noise in <a, b> */
+static double dot_noise(const float *a, const float *b, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++)
+        s += ((double)a[i] * b[i]) * ((double)a[i] * b[i]);
+    return sqrt(s);
+}
+
+static int run_case(int T, int heads, int hd, uint64_t seed)
+{
+    size_t N = (size_t)T * heads * hd;
+    int half = hd / 2;
+    float *x = (float *)malloc(N * 4), *dy = (float *)malloc(N * 4), *want = (float *)malloc(N * 4);
+    float *fx = (float *)malloc(N * 4), *idy = (float *)malloc(N * 4),
+          *back = (float *)malloc(N * 4);
+    float *inv = (float *)malloc((size_t)half * 4);
+    int32_t *pos = (int32_t *)malloc((size_t)T * 4);
+    kc_fill(x, N, seed, -1.0f, 1.0f);
+    kc_fill(dy, N, seed + 1, -1.0f, 1.0f);
+    make_inv_freq(inv, hd, hd == 64 ? 1e6f : 1e4f);
+    make_positions(pos, T, seed);
+
+    kg_bf16 *x_d = kc_to_dev_bf(x, N), *dy_d = kc_to_dev_bf(dy, N);
+    float *inv_d = kc_to_dev_f(inv, (size_t)half);
+    int32_t *pos_d;
+    KC_CUDA(cudaMalloc((void **)&pos_d, (size_t)T * 4));
+    KC_CUDA(cudaMemcpy(pos_d, pos, (size_t)T * 4, cudaMemcpyHostToDevice));
+
+    char label[128];
+    int ok = 1;
+
+    /* forward */
+    KC_CUDA(kg_rope(x_d, pos_d, inv_d, T, heads, hd, 1, 0));
+    KC_CUDA(cudaDeviceSynchronize());
+    kc_from_dev_bf(fx, x_d, N);
+    memcpy(want, x, N * 4);
+    ref_rope(want, pos, inv, T, heads, hd, 1);
+    snprintf(label, sizeof label, "rope fwd       T %4d heads %2d hd %3d", T, heads, hd);
+    ok &= kc_close(label, fx, want, N, 1e-3f, 1e-2f);
+
+    /* forward then inverse: x again, up to the two bf16 roundings (|x| <= 1, |rope(x)| <= 1.5) */
+    KC_CUDA(kg_rope(x_d, pos_d, inv_d, T, heads, hd, -1, 0));
+    KC_CUDA(cudaDeviceSynchronize());
+    kc_from_dev_bf(back, x_d, N);
+    snprintf(label, sizeof label, "rope fwd+inv=x T %4d heads %2d hd %3d", T, heads, hd);
+    ok &= kc_close(label, back, x, N, 1.5e-2f, 1e-2f);
+
+    /* inverse of dy against the reference */
+    KC_CUDA(kg_rope(dy_d, pos_d, inv_d, T, heads, hd, -1, 0));
+    KC_CUDA(cudaDeviceSynchronize());
+    kc_from_dev_bf(idy, dy_d, N);
+    memcpy(want, dy, N * 4);
+    ref_rope(want, pos, inv, T, heads, hd, -1);
+    snprintf(label, sizeof label, "rope inv       T %4d heads %2d hd %3d", T, heads, hd);
+    ok &= kc_close(label, idy, want, N, 1e-3f, 1e-2f);
+
+    /* adjoint: each side carries a bf16 rounding of at most 2^-8 relative per element, random
+     * in sign, so the sums differ by about 2^-8/sqrt(3) * sqrt(sum (a_i b_i)^2); allow ~14x
+     * that. Using the forward for the backward would miss by ~30x more than the allowance. */
+    double lhs = dot(fx, dy, N), rhs = dot(x, idy, N);
+    double tol = 8.0 / 256.0 *
+                 sqrt(dot_noise(fx, dy, N) * dot_noise(fx, dy, N) +
+                      dot_noise(x, idy, N) * dot_noise(x, idy, N));
+    float lf = (float)lhs, rf = (float)rhs;
+    snprintf(label, sizeof label, "rope <Rx,dy>=<x,R^-1 dy> T %4d heads %2d hd %3d", T, heads, hd);
+    ok &= kc_close(label, &lf, &rf, 1, (float)tol + 1e-6f, 0.0f);
+
+    KC_CUDA(cudaFree(x_d));
+    KC_CUDA(cudaFree(dy_d));
+    KC_CUDA(cudaFree(inv_d));
+    KC_CUDA(cudaFree(pos_d));
+    free(x), free(dy), free(want), free(fx), free(idy), free(back), free(inv), free(pos);
+    return ok;
+}
+
+static int expect(const char *label, cudaError_t got, cudaError_t want)
+{
+    int ok = got == want;
+    printf("%-4s %s: got %s\n", ok ? "ok" : "FAIL", label, cudaGetErrorName(got));
+    return ok;
+}
+
+static int run_arg_errors(void)
+{
+    kg_bf16 *x;
+    int32_t *pos;
+    float *inv;
+    KC_CUDA(cudaMalloc((void **)&x, 256 * sizeof *x));
+    KC_CUDA(cudaMalloc((void **)&pos, 4 * sizeof *pos));
+    KC_CUDA(cudaMalloc((void **)&inv, 64 * sizeof *inv));
+    cudaError_t inval = cudaErrorInvalidValue;
+    int ok = 1;
+    ok &= expect("rope hd odd", kg_rope(x, pos, inv, 1, 2, 63, 1, 0), inval);
+    ok &= expect("rope hd = 0", kg_rope(x, pos, inv, 1, 2, 0, 1, 0), inval);
+    ok &= expect("rope heads = 0", kg_rope(x, pos, inv, 1, 0, 64, 1, 0), inval);
+    ok &= expect("rope T < 0", kg_rope(x, pos, inv, -1, 2, 64, 1, 0), inval);
+    ok &= expect("rope sign 0", kg_rope(x, pos, inv, 1, 2, 64, 0, 0), inval);
+    ok &= expect("rope sign 2", kg_rope(x, pos, inv, 1, 2, 64, 2, 0), inval);
+    ok &= expect("rope x NULL", kg_rope(NULL, pos, inv, 1, 2, 64, 1, 0), inval);
+    ok &= expect("rope pos NULL", kg_rope(x, NULL, inv, 1, 2, 64, 1, 0), inval);
+    ok &= expect("rope inv_freq NULL", kg_rope(x, pos, NULL, 1, 2, 64, 1, 0), inval);
+    ok &= expect("rope T = 0 is a no-op", kg_rope(x, pos, inv, 0, 2, 64, 1, 0), cudaSuccess);
+    ok &= expect("no launch error left behind", cudaDeviceSynchronize(), cudaSuccess);
+    KC_CUDA(cudaFree(x));
+    KC_CUDA(cudaFree(pos));
+    KC_CUDA(cudaFree(inv));
+    return ok;
+}
+
+int main(void)
+{
+    static const int hds[] = {64, 128}, headss[] = {14, 2}, Ts[] = {1, 37, 2048};
+    int ok = 1;
+    uint64_t seed = 100;
+    for (int a = 0; a < 2; a++)
+        for (int b = 0; b < 2; b++)
+            for (int c = 0; c < 3; c++)
+                ok &= run_case(Ts[c], headss[b], hds[a], seed += 2);
+    ok &= run_case(5, 5, 6, seed += 2); /* odd half, heads not a multiple of the thread's 4 */
+    ok &= run_arg_errors();
+    printf("%s\n", ok ? "rope: all checks passed" : "rope: FAILED");
+    return ok ? 0 : 1;
+}
