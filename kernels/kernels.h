@@ -114,6 +114,36 @@ cudaError_t kg_attention_backward(kg_bf16 *dq, kg_bf16 *dk, kg_bf16 *dv, const k
                                   const kg_bf16 *k, const kg_bf16 *v, const int32_t *doc_start,
                                   int T, int Hq, int Hkv, int hd, float scale, cudaStream_t s);
 
+/* ---- embed.cu: token embeddings ----
+ * out [T, hidden] = table[tokens[t]] (table [vocab, hidden], bf16). A token outside [0, vocab)
+ * (device data: not checked by the launcher) gives a NaN row. */
+cudaError_t kg_embed_forward(kg_bf16 *out, const kg_bf16 *table, const int32_t *tokens, int T,
+                             int hidden, int vocab, cudaStream_t s);
+/* dtable [vocab, hidden] (fp32) += dout[t] at row tokens[t], for every t (tokens repeat: rows
+ * add up); invalid tokens are skipped. */
+cudaError_t kg_embed_backward(float *dtable, const kg_bf16 *dout, const int32_t *tokens, int T,
+                              int hidden, int vocab, cudaStream_t s);
+
+/* ---- kvcache.cu: the decoding KV cache, in slots ----
+ * k_cache and v_cache are [n_slots, max_len, Hkv, hd] (bf16): slot i holds one sequence, its
+ * token p at [i, p]. A slot is reused by the next sequence once its episode ends (the caller
+ * keeps the lengths; nothing needs clearing). */
+/* Writes k, v [T, Hkv, hd] (T tokens: a packed prefill, or one new token per sequence) to
+ * [slot[t], pos[t]]; slot in [0, n_slots) and pos in [0, max_len) (device data: out-of-range
+ * tokens are skipped). */
+cudaError_t kg_kv_write(kg_bf16 *k_cache, kg_bf16 *v_cache, const kg_bf16 *k, const kg_bf16 *v,
+                        const int32_t *slot, const int32_t *pos, int T, int n_slots, int max_len,
+                        int Hkv, int hd, cudaStream_t s);
+/* One query token per sequence against its cache: q [B, Hq, hd], out [B, Hq, hd]; sequence b
+ * lives in slot[b] and attends to its cached tokens 0 .. ctx_len[b] - 1 (the new token's k and
+ * v written first by kg_kv_write). GQA as in attention.cu; hd 64 or 128; ctx_len[b] in
+ * [1, max_len]. Long contexts are split across blocks (flash-decoding) and merged by their
+ * log-sum-exp, so that a batch of 1 still fills the GPU. */
+cudaError_t kg_decode_attention(kg_bf16 *out, const kg_bf16 *q, const kg_bf16 *k_cache,
+                                const kg_bf16 *v_cache, const int32_t *slot, const int32_t *ctx_len,
+                                int B, int Hq, int Hkv, int hd, int n_slots, int max_len,
+                                float scale, cudaStream_t s);
+
 #ifdef __cplusplus
 }
 #endif
