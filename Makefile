@@ -156,7 +156,21 @@ $(BUILD)/kernels/bench_%: tests/bench/kernels/bench_%.cu tests/kernels/kcheck.h 
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) -I. -Itests/kernels -o $@ $< $(KERNEL_OBJS) -lcublasLt -lcublas
 
-kernels: $(KERNEL_BINS)
+# The policy on the GPU (policy/cuda/*.c): C11 host code over the kernels, with the CPU policy
+# beside it; its checks are tests/kernels/ctest_*.c. nvcc links them (it brings cudart).
+CUDA_INC        ?= -I$(dir $(shell command -v $(NVCC) 2>/dev/null))../include
+POLICY_GPU_SRCS := $(sort $(wildcard policy/cuda/*.c))
+POLICY_GPU_OBJS := $(POLICY_GPU_SRCS:%.c=$(BUILD)/obj/%.o)
+GPU_CTESTS      := $(patsubst tests/kernels/%.c,$(BUILD)/kernels/%,$(wildcard tests/kernels/ctest_*.c))
+GPU_LINK_LIBS   := -lcublasLt -lcublas -lgomp $(filter-out -fopenmp,$(LDLIBS))
+$(POLICY_GPU_OBJS) $(GPU_CTESTS:$(BUILD)/kernels/%=$(BUILD)/obj/tests/kernels/%.o): CPPFLAGS += $(CUDA_INC)
+$(POLICY_GPU_OBJS) $(GPU_CTESTS:$(BUILD)/kernels/%=$(BUILD)/obj/tests/kernels/%.o): CFLAGS += -fopenmp
+
+$(BUILD)/kernels/ctest_%: $(BUILD)/obj/tests/kernels/ctest_%.o $(POLICY_GPU_OBJS) $(KERNEL_OBJS) $(POLICY_OBJS) $(filter $(BUILD)/obj/env/util/%,$(ENV_OBJS))
+	@mkdir -p $(@D)
+	$(NVCC) $(KG_CUDA_ARCH) -o $@ $^ $(GPU_LINK_LIBS)
+
+kernels: $(KERNEL_BINS) $(GPU_CTESTS)
 
 # the objects are shared by every test and bench: never deleted as intermediates
 .SECONDARY: $(KERNEL_OBJS)

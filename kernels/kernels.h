@@ -40,6 +40,11 @@ void kg_matmul_ctx_free(kg_matmul_ctx *ctx);
 cudaError_t kg_matmul(kg_matmul_ctx *ctx, kg_bf16 *C, const kg_bf16 *A, const kg_bf16 *B,
                       const kg_bf16 *bias, int M, int N, int K, int trans_a, int trans_b,
                       float beta, cudaStream_t s);
+/* As kg_matmul with C in fp32 and no bias: weight gradients, accumulated over micro-batches in
+ * fp32 (beta = 1) for the fp32 optimizer. */
+cudaError_t kg_matmul_f32out(kg_matmul_ctx *ctx, float *C, const kg_bf16 *A, const kg_bf16 *B,
+                             int M, int N, int K, int trans_a, int trans_b, float beta,
+                             cudaStream_t s);
 
 /* ---- rmsnorm.cu: y = w * x / sqrt(mean(x^2) + eps), per row (HF Qwen2/Llama RMSNorm) ---- */
 /* rstd[T] (fp32, may be NULL) is kept for the backward. */

@@ -81,7 +81,7 @@ static void plan_free(lt_plan *p)
 
 /* The descriptors of one call; false when cuBLASLt refuses one of them. */
 static bool plan_make(lt_plan *p, const lt_operand *first, const lt_operand *second, int M, int N,
-                      const kg_bf16 *bias, size_t workspace_bytes)
+                      const kg_bf16 *bias, cudaDataType_t c_type, size_t workspace_bytes)
 {
     if (cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS)
         return false;
@@ -104,7 +104,7 @@ static bool plan_make(lt_plan *p, const lt_operand *first, const lt_operand *sec
              CUBLAS_STATUS_SUCCESS &&
          cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, second->rows, second->cols, second->ld) ==
              CUBLAS_STATUS_SUCCESS &&
-         cublasLtMatrixLayoutCreate(&p->c, CUDA_R_16BF, (uint64_t)N, (uint64_t)M, N) ==
+         cublasLtMatrixLayoutCreate(&p->c, c_type, (uint64_t)N, (uint64_t)M, N) ==
              CUBLAS_STATUS_SUCCESS &&
          cublasLtMatmulPreferenceCreate(&p->pref) == CUBLAS_STATUS_SUCCESS &&
          cublasLtMatmulPreferenceSetAttribute(p->pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
@@ -113,9 +113,10 @@ static bool plan_make(lt_plan *p, const lt_operand *first, const lt_operand *sec
     return ok;
 }
 
-extern "C" cudaError_t kg_matmul(kg_matmul_ctx *ctx, kg_bf16 *C, const kg_bf16 *A, const kg_bf16 *B,
-                                 const kg_bf16 *bias, int M, int N, int K, int trans_a, int trans_b,
-                                 float beta, cudaStream_t s)
+/* The one call both entry points make: C (of c_type) = op(A) op(B) (+ bias) (+ beta C). */
+static cudaError_t matmul_run(kg_matmul_ctx *ctx, void *C, cudaDataType_t c_type, const kg_bf16 *A,
+                              const kg_bf16 *B, const kg_bf16 *bias, int M, int N, int K,
+                              int trans_a, int trans_b, float beta, cudaStream_t s)
 {
     if (!ctx || !C || !A || !B || M <= 0 || N <= 0 || K <= 0 || (bias && beta != 0.0f))
         return cudaErrorInvalidValue;
@@ -125,7 +126,7 @@ extern "C" cudaError_t kg_matmul(kg_matmul_ctx *ctx, kg_bf16 *C, const kg_bf16 *
     lt_plan p;
     memset(&p, 0, sizeof p);
     cudaError_t rc = cudaErrorInvalidValue;
-    if (plan_make(&p, &first, &second, M, N, bias, ctx->workspace_bytes)) {
+    if (plan_make(&p, &first, &second, M, N, bias, c_type, ctx->workspace_bytes)) {
         cublasLtMatmulHeuristicResult_t h;
         int found = 0;
         if (cublasLtMatmulAlgoGetHeuristic(ctx->lt, p.op, p.a, p.b, p.c, p.c, p.pref, 1, &h,
@@ -140,4 +141,18 @@ extern "C" cudaError_t kg_matmul(kg_matmul_ctx *ctx, kg_bf16 *C, const kg_bf16 *
     }
     plan_free(&p);
     return rc;
+}
+
+extern "C" cudaError_t kg_matmul(kg_matmul_ctx *ctx, kg_bf16 *C, const kg_bf16 *A, const kg_bf16 *B,
+                                 const kg_bf16 *bias, int M, int N, int K, int trans_a, int trans_b,
+                                 float beta, cudaStream_t s)
+{
+    return matmul_run(ctx, C, CUDA_R_16BF, A, B, bias, M, N, K, trans_a, trans_b, beta, s);
+}
+
+extern "C" cudaError_t kg_matmul_f32out(kg_matmul_ctx *ctx, float *C, const kg_bf16 *A,
+                                        const kg_bf16 *B, int M, int N, int K, int trans_a,
+                                        int trans_b, float beta, cudaStream_t s)
+{
+    return matmul_run(ctx, C, CUDA_R_32F, A, B, NULL, M, N, K, trans_a, trans_b, beta, s);
 }

@@ -25,6 +25,14 @@
         }                                                                                          \
     } while (0)
 
+/* KGYM_KERNEL_SMALL=1: a test runs its small shapes only (compute-sanitizer's racecheck, ~100x
+ * slower than the GPU, runs every test that way) */
+static inline int kc_small(void)
+{
+    const char *e = getenv("KGYM_KERNEL_SMALL");
+    return e && *e && strcmp(e, "0") != 0;
+}
+
 /* bf16 <-> fp32 on the host, round-to-nearest-even as the device's __float2bfloat16 */
 static inline float kc_bf2f(kg_bf16 b)
 {

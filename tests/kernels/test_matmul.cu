@@ -55,6 +55,36 @@ static int check_case(kg_matmul_ctx *ctx, int M, int N, int K, int ta, int tb, i
     return ok;
 }
 
+/* kg_matmul_f32out: fp32 C, accumulated twice (two micro-batches' dW += dY^T X), so that the
+ * fp32 sum keeps what a bf16 C would round away: the tolerance is fp32-sized, not bf16-sized. */
+static int check_f32out(kg_matmul_ctx *ctx, int M, int N, int K, int ta, int tb, uint64_t seed)
+{
+    size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
+    float *A = (float *)malloc(na * 4), *B = (float *)malloc(nb * 4);
+    float *C = (float *)malloc(nc * 4), *got = (float *)malloc(nc * 4);
+    kc_fill(A, na, seed, -1, 1);
+    kc_fill(B, nb, seed + 1, -1, 1);
+    for (size_t i = 0; i < nc; i++)
+        C[i] = 1000.0f + (float)(i % 7) * 1e-3f; /* bf16 could not hold the 1e-3 steps */
+    kg_bf16 *dA = kc_to_dev_bf(A, na), *dB = kc_to_dev_bf(B, nb);
+    float *dC = kc_to_dev_f(C, nc);
+    KC_CUDA(kg_matmul_f32out(ctx, dC, dA, dB, M, N, K, ta, tb, 1.0f, 0));
+    KC_CUDA(kg_matmul_f32out(ctx, dC, dA, dB, M, N, K, ta, tb, 1.0f, 0));
+    KC_CUDA(cudaDeviceSynchronize());
+    KC_CUDA(cudaMemcpy(got, dC, nc * 4, cudaMemcpyDeviceToHost));
+    ref_matmul(C, A, B, NULL, M, N, K, ta, tb, 1.0f);
+    ref_matmul(C, A, B, NULL, M, N, K, ta, tb, 1.0f);
+    char label[128];
+    snprintf(label, sizeof label, "matmul f32out x2 M%d N%d K%d ta%d tb%d", M, N, K, ta, tb);
+    /* fp32 products of bf16 inputs are exact; only the fp32 sums round (|C| ~ 1000) */
+    int ok = kc_close(label, got, C, nc, 2e-4f * 1000.0f / 64.0f + 1e-3f, 1e-5f);
+    cudaFree(dA);
+    cudaFree(dB);
+    cudaFree(dC);
+    free(A), free(B), free(C), free(got);
+    return ok;
+}
+
 int main(void)
 {
     kg_matmul_ctx *ctx = kg_matmul_ctx_new(32 << 20);
@@ -78,13 +108,19 @@ int main(void)
     ok &= check_case(ctx, 64, 896, 4864, 0, 0, 0, 0.0f, seed++); /* dX = dY W */
     ok &= check_case(ctx, 896, 4864, 64, 1, 0, 0, 1.0f, seed++); /* dW += dY^T X */
     ok &= check_case(ctx, 1, 896, 896, 0, 1, 0, 0.0f, seed++);   /* decode: one token */
+    ok &= check_f32out(ctx, 896, 4864, 64, 1, 0, seed++); /* dW += dY^T X in fp32 */
+    ok &= check_f32out(ctx, 37, 53, 71, 0, 1, seed++);
+    ok &= check_f32out(ctx, 37, 53, 71, 1, 1, seed++);
     /* argument errors */
     kg_bf16 *d;
     KC_CUDA(cudaMalloc((void **)&d, 64));
     int errs = kg_matmul(ctx, d, d, d, NULL, 0, 4, 4, 0, 0, 0.0f, 0) == cudaErrorInvalidValue &&
                kg_matmul(ctx, d, d, d, NULL, 4, 4, -1, 0, 0, 0.0f, 0) == cudaErrorInvalidValue &&
                kg_matmul(ctx, d, d, d, d, 4, 4, 4, 0, 0, 1.0f, 0) == cudaErrorInvalidValue &&
-               kg_matmul(NULL, d, d, d, NULL, 4, 4, 4, 0, 0, 0.0f, 0) == cudaErrorInvalidValue;
+               kg_matmul(NULL, d, d, d, NULL, 4, 4, 4, 0, 0, 0.0f, 0) == cudaErrorInvalidValue &&
+               kg_matmul_f32out(ctx, NULL, d, d, 4, 4, 4, 0, 0, 0.0f, 0) == cudaErrorInvalidValue &&
+               kg_matmul_f32out(ctx, (float *)d, d, d, 4, 0, 4, 0, 0, 0.0f, 0) ==
+                   cudaErrorInvalidValue;
     printf("%-4s matmul argument errors\n", errs ? "ok" : "FAIL");
     ok &= errs;
     cudaFree(d);
