@@ -103,6 +103,25 @@ cudaError_t kg_sumsq_accumulate(float *sumsq, const float *grad, size_t n, cudaS
  * factor), for kg_adamw_step's grad_scale read back or passed as a device value. */
 cudaError_t kg_clip_scale(float *scale, const float *sumsq, float max_norm, cudaStream_t s);
 
+/* ---- elementwise.cu: the small kernels of the GPU model's host code (policy/cuda/) ----
+ * y[i] = bf16(y[i] + x[i]) for n elements, fp32 math (the residual stream's gradient adding the
+ * branch's). */
+cudaError_t kg_add(kg_bf16 *y, const kg_bf16 *x, size_t n, cudaStream_t s);
+/* db[j] += sum_t dy[t, j] over dy [T, n]: a Linear bias's gradient, ACCUMULATED into the fp32 db
+ * (micro-batches add up; atomics: not bitwise deterministic). */
+cudaError_t kg_bias_grad(float *db, const kg_bf16 *dy, int T, int n, cudaStream_t s);
+/* The critic's value head (policy/critic.h), Linear(n -> 1) on h [T, n]:
+ * values[t] = h[t] . w + b[0] (fp32 out; w [n]; b [1] or NULL for none). */
+cudaError_t kg_value_head_forward(float *values, const kg_bf16 *h, const kg_bf16 *w,
+                                  const kg_bf16 *b, int T, int n, cudaStream_t s);
+/* Its backward from dvalues [T] (fp32): dh[t, i] = dvalues[t] w[i] (bf16, overwritten);
+ * dw[i] += sum_t dvalues[t] h[t, i] and db[0] += sum_t dvalues[t] (fp32, ACCUMULATED; db may be
+ * NULL). */
+cudaError_t kg_value_head_backward(kg_bf16 *dh, float *dw, float *db, const float *dvalues,
+                                   const kg_bf16 *h, const kg_bf16 *w, int T, int n, cudaStream_t s);
+/* dst[i] = bf16(src[i]), round to nearest even (fp32 master weights -> their bf16 copy). */
+cudaError_t kg_f32_to_bf16(kg_bf16 *dst, const float *src, size_t n, cudaStream_t s);
+
 /* ---- attention.cu: causal GQA attention, flash style (online softmax, no [T, T] scores) ----
  * q [T, Hq, hd], k and v [T, Hkv, hd] (Hq a multiple of Hkv: query head h reads kv head
  * h / (Hq / Hkv)), out [T, Hq, hd]; lse [Hq, T] (fp32, log-sum-exp of the scaled scores, kept

@@ -87,6 +87,10 @@ static void progress(phase *p, const char *id, const json_t *reply, bool ok)
     fprintf(stderr, "[%s %zu/%zu] %-16s %s | elapsed %dm%02ds, ETA %dm%02ds\n",
             p->warmup ? "warm-up" : "measure", finished, n, id, what, (int)el / 60, (int)el % 60,
             (int)eta / 60, (int)eta % 60);
+    /* why a warm-up's compile failed (the measurement retries it and records its own reason) */
+    const char *why = ok ? json_string_value(json_object_get(reply, "compile_unavailable")) : NULL;
+    if (why)
+        fprintf(stderr, "    %.300s\n", why);
 }
 
 /* One task of the phase: POST /v1/tasks/{id}/baselines. */
