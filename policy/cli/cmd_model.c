@@ -1,16 +1,17 @@
-/* kgym-policy generate / score / chat: the CPU reference model run on a checkpoint (policy/model.h)
- * with the tokenizer and chat templates of policy/. */
+/* kgym-policy generate / score / chat: a checkpoint run on the CPU reference or the GPU (runner.h,
+ * --device) with the tokenizer and chat templates of policy/. */
 #include "cli_common.h"
 #include "cmds.h"
+#include "runner.h"
 
 #include "policy/chat.h"
 #include "policy/model.h"
 #include "policy/tokenizer.h"
-#include "util/strbuf.h"
 #include "util/text.h"
 
 #include <errno.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,44 +21,62 @@ static const char SAMPLING_HELP[] =
     "  --temperature T    sample at temperature T (default 0: greedy)\n"
     "  --top-k K          sample among the K most likely tokens (default: all)\n"
     "  --top-p P          sample among the most likely tokens holding mass P (default 1)\n"
-    "  --seed S           the sampler's seed (default 0): the same seed gives the same tokens\n";
+    "  --seed S           the sampler's seed (default 0): the same seed gives the same tokens\n"
+    "                     on one device (cpu and cuda have RNGs of their own)\n"
+    "  --stop TEXT        end once the new text holds TEXT, its tokens kept (repeatable; needs a\n"
+    "                     tokenizer). The GPU stops there; the CPU decodes on to an EOS or\n"
+    "                     --max-new, then cuts after the same token.\n";
+
+/* %s: what this binary has. */
+static const char DEVICE_HELP[] =
+    "  --device D         auto (default), cuda or cpu. auto: the GPU when this binary has CUDA\n"
+    "                     and finds one, else the CPU (the JSON output says which ran).\n"
+    "                     %s\n";
 
 static const char GENERATE_HELP[] =
     "usage: kgym-policy generate --model DIR [--tokenizer DIR] (--prompt TEXT | --ids JSON)\n"
     "                            [--max-new N] [--temperature T --top-k K --top-p P --seed S]\n"
-    "                            [--json]\n"
+    "                            [--stop TEXT]... [--device auto|cuda|cpu] [--json]\n"
     "\n"
-    "Continues a prompt with the CPU reference model (fp32, KV cache). Greedy by default; stops\n"
-    "at an EOS id of config.json / generation_config.json or after --max-new tokens. Embedding\n"
-    "rows past the tokenizer's vocabulary (padding) are never chosen.\n"
+    "Continues a prompt with the CPU reference model (fp32, KV cache) or the GPU model (bf16:\n"
+    "greedy can pick another token where two logits nearly tie). Greedy by default; stops at an\n"
+    "EOS id of config.json / generation_config.json, a --stop text, or after --max-new tokens.\n"
+    "Embedding rows past the tokenizer's vocabulary (padding) are never chosen.\n"
     "\n"
     "  --model DIR        HF folder: config.json + model.safetensors (or sharded)\n"
     "  --tokenizer DIR    tokenizer.json or its folder (default: the model folder's, if any)\n"
     "  --prompt TEXT      the prompt, encoded with special tokens recognised (needs a tokenizer)\n"
     "  --ids JSON         the prompt as token ids, e.g. '[1, 2, 3]'\n"
-    "%s"
+    "%s%s"
     "  --json             {\"prompt_ids\", \"ids\", \"text\", \"finish_reason\", "
-    "\"tokens_per_s\"}\n"
+    "\"tokens_per_s\", \"device\"}\n"
+    "                     (+ \"logprobs\" of the new ids on cuda); finish_reason: \"eos\",\n"
+    "                     \"stop\", \"length\" or (cuda) \"context\"\n"
     "\n"
     "Prints the generated text (or, without a tokenizer, the ids as JSON).\n"
-    "exit status: 0 ok, 1 error (checkpoint or tokenizer refused, bad ids), 2 usage\n";
+    "exit status: 0 ok, 1 error (checkpoint or tokenizer refused, bad ids, device missing),\n"
+    "2 usage\n";
 
 static const char SCORE_HELP[] =
     "usage: kgym-policy score --model DIR [--tokenizer DIR] (--text TEXT | --ids JSON)\n"
+    "                         [--device auto|cuda|cpu]\n"
     "\n"
     "Prints, as JSON, each token's log-probability given the tokens before it (null for the\n"
-    "first): {\"ids\", \"logprobs\", \"sum\"} (+ \"tokens\" with a tokenizer).\n"
+    "first): {\"ids\", \"logprobs\", \"sum\", \"device\"} (+ \"tokens\" with a tokenizer).\n"
     "\n"
     "  --model DIR        HF folder: config.json + model.safetensors (or sharded)\n"
     "  --tokenizer DIR    tokenizer.json or its folder (default: the model folder's, if any)\n"
     "  --text TEXT        the text, encoded with special tokens recognised (needs a tokenizer)\n"
     "  --ids JSON         token ids, e.g. '[1, 2, 3]'\n"
+    "%s"
     "\n"
-    "exit status: 0 ok, 1 error, 2 usage\n";
+    "exit status: 0 ok, 1 error (checkpoint or tokenizer refused, bad ids, device missing),\n"
+    "2 usage\n";
 
 static const char CHAT_HELP[] =
     "usage: kgym-policy chat --model DIR --template qwen3|qwen2.5|llama3 [--tokenizer DIR]\n"
-    "                        [--tools FILE] [--no-thinking] [--max-new N] [sampling] [--json]\n"
+    "                        [--tools FILE] [--no-thinking] [--max-new N] [sampling]\n"
+    "                        [--stop TEXT]... [--device auto|cuda|cpu] [--json]\n"
     "\n"
     "Reads a conversation on stdin (a JSON array of messages, or {\"messages\": [...], \"tools\":\n"
     "[...]}), renders it with the chat template (generation prompt added), generates the\n"
@@ -68,11 +87,11 @@ static const char CHAT_HELP[] =
     "  --tokenizer DIR    tokenizer.json or its folder (default: the model folder's)\n"
     "  --tools FILE       the tools (a JSON array of OpenAI-style function specs)\n"
     "  --no-thinking      Qwen3: enable_thinking=false (the empty <think></think> block)\n"
-    "%s"
+    "%s%s"
     "  --json             {\"text\", \"content\", \"tool_calls\", \"tool_call_errors\", \"ids\",\n"
-    "                     \"prompt_ids\", \"finish_reason\"}\n"
+    "                     \"prompt_ids\", \"finish_reason\", \"device\"}\n"
     "\n"
-    "exit status: 0 ok, 1 error, 2 usage\n";
+    "exit status: 0 ok, 1 error (device missing too), 2 usage\n";
 
 static bool parse_long(const char *s, long lo, long hi, long *out)
 {
@@ -194,52 +213,123 @@ static int prompt_ids(const char *ids_json, const char *text, const pol_tok *tok
     return 0;
 }
 
+/* ---- device and stop strings ---- */
+
+#define MAX_STOPS 16
+
+/* The --device lines of a help, saying what this binary has. */
+static void device_help(char *out, size_t cap)
+{
+    text_fmt(out, cap, DEVICE_HELP,
+             runner_has_cuda() ? "This binary has CUDA."
+                               : "This binary is CPU only: build/kgym-policy-cuda has CUDA.");
+}
+
+/* --device's value (NULL: auto); 2 after a usage error. */
+static int device_from(const char *cmd, const char *s, runner_device *d)
+{
+    return runner_parse_device(s, d) ? 0 : cli_usage_error(cmd, "--device takes auto, cuda or cpu");
+}
+
+static bool takes_value(const char *arg, const opt_spec *specs, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        if (!strcmp(arg, specs[k].name))
+            return specs[k].takes_value;
+    return false;
+}
+
+/* Moves every "--stop TEXT" of argv into stops[] (cli_parse_args keeps one value per option)
+ * and the other arguments, in order, into rest[]. The values of specs' options are passed over,
+ * so a prompt reading "--stop" stays a prompt. Returns 0, or 2 after a usage error. */
+static int take_stops(const char *cmd, int argc, char **argv, const opt_spec *specs, size_t n,
+                      const char **stops, int *n_stops, char **rest, int *n_rest)
+{
+    *n_stops = *n_rest = 0;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--stop") != 0) {
+            rest[(*n_rest)++] = argv[i];
+            if (takes_value(argv[i], specs, n) && i + 1 < argc)
+                rest[(*n_rest)++] = argv[++i];
+            continue;
+        }
+        if (i + 1 >= argc || !argv[i + 1][0])
+            return cli_usage_error(cmd, "--stop takes a non-empty text");
+        if (*n_stops == MAX_STOPS)
+            return cli_usage_error(cmd, "at most 16 --stop texts");
+        stops[(*n_stops)++] = argv[++i];
+    }
+    return 0;
+}
+
+/* cli_parse_args with --stop repeatable: the same returns (0 go on, 1 help shown, 2 usage). */
+static int parse_args_with_stops(const char *cmd, const char *help, int argc, char **argv,
+                                 const opt_spec *specs, size_t n, const char **stops, int *n_stops)
+{
+    char **rest = malloc(((size_t)argc + 1) * sizeof *rest);
+    if (!rest)
+        return cli_usage_error(cmd, "out of memory");
+    int n_rest = 0;
+    int rc = take_stops(cmd, argc, argv, specs, n, stops, n_stops, rest, &n_rest);
+    if (rc == 0)
+        rc = cli_parse_args(cmd, help, n_rest, rest, specs, n, NULL);
+    free(rest);
+    return rc;
+}
+
 /* ---- generate ---- */
 
-/* What generate and chat share: the model, tokenizer, options and the run. */
+/* What generate, score and chat share: the runner, tokenizer, options and the run. */
 typedef struct {
-    pol_model m;
+    runner r;
     pol_tok *tok;
-    pol_gen_opts o;
+    runner_gen_opts o;
     int32_t eos[POL_MAX_EOS * 2];
-    int32_t *prompt, *out;
-    int n_prompt, n_out;
-    bool hit_eos;
+    const char *stops[MAX_STOPS];
+    int32_t *prompt;
+    int n_prompt;
+    runner_gen_out out;
     double secs;
 } gen_run;
 
 static int gen_setup(gen_run *g, const char *model_dir, const char *tok_path, bool need_tok,
-                     char *err)
+                     runner_device device, char *err)
 {
     if (!cli_is_dir(model_dir)) {
         text_fmt(err, ERRCAP, "%s: not a model folder", model_dir);
         return -1;
     }
-    if (pol_model_load(&g->m, model_dir, POL_HEAD_LM, err, ERRCAP) != 0)
+    if (runner_load(&g->r, model_dir, device, err, ERRCAP) != 0)
         return -1;
     if (load_tokenizer(tok_path, model_dir, need_tok, &g->tok, err) != 0)
         return -1;
-    g->o.n_eos = pol_model_eos_ids(&g->m, g->eos, (int)(sizeof g->eos / sizeof g->eos[0]));
-    g->o.eos = g->eos;
-    g->o.n_valid = g->tok ? (int)pol_tok_vocab_size(g->tok) : 0;
+    g->o.gen.n_eos = pol_model_eos_ids(&g->r.m, g->eos, (int)(sizeof g->eos / sizeof g->eos[0]));
+    g->o.gen.eos = g->eos;
+    g->o.gen.n_valid = g->tok ? (int)pol_tok_vocab_size(g->tok) : 0;
+    g->o.stop = g->stops;
+    g->o.tok = g->tok;
     return 0;
 }
 
 static void gen_free(gen_run *g)
 {
-    pol_model_deinit(&g->m);
+    runner_free(&g->r);
     pol_tok_free(g->tok);
     free(g->prompt);
-    free(g->out);
+    runner_gen_out_free(&g->out);
 }
 
 static int gen_run_once(gen_run *g, char *err)
 {
     double t0 = text_mono_ms();
-    int rc = pol_model_generate(&g->m, g->prompt, g->n_prompt, &g->o, &g->out, &g->n_out,
-                                &g->hit_eos, err, ERRCAP);
+    int rc = runner_generate(&g->r, g->prompt, g->n_prompt, &g->o, &g->out, err, ERRCAP);
     g->secs = (text_mono_ms() - t0) / 1000.0;
     return rc;
+}
+
+static bool gen_hit_eos(const gen_run *g)
+{
+    return g->out.finish && !strcmp(g->out.finish, "eos");
 }
 
 /* The generated text (a final EOS left out), or NULL without a tokenizer / on error. */
@@ -249,8 +339,8 @@ static char *gen_text(const gen_run *g, char *err)
         return NULL;
     char *text = NULL;
     size_t len = 0;
-    size_t n = (size_t)g->n_out - (g->hit_eos ? 1 : 0);
-    if (pol_tok_decode(g->tok, g->out, n, false, &text, &len, err, ERRCAP) != 0)
+    size_t n = (size_t)g->out.n - (gen_hit_eos(g) ? 1 : 0);
+    if (pol_tok_decode(g->tok, g->out.ids, n, false, &text, &len, err, ERRCAP) != 0)
         return NULL;
     return text;
 }
@@ -264,9 +354,41 @@ static json_t *text_json(const char *text)
     return j;
 }
 
+/* Log-probabilities as a JSON array (null for one that is not finite, which JSON cannot hold). */
+static json_t *logprobs_json(const float *lp, int n)
+{
+    json_t *a = json_array();
+    for (int i = 0; a && i < n; i++)
+        json_array_append_new(a, isfinite(lp[i]) ? json_real(lp[i]) : json_null());
+    return a;
+}
+
+static void print_generated(const gen_run *g, const char *text, bool as_json)
+{
+    if (as_json) {
+        json_t *j = json_pack(
+            "{s:o, s:o, s:s, s:f, s:s}", "prompt_ids", cli_ids_json(g->prompt, g->n_prompt), "ids",
+            cli_ids_json(g->out.ids, g->out.n), "finish_reason", g->out.finish, "tokens_per_s",
+            g->secs > 0 ? g->out.n / g->secs : 0.0, "device", runner_device_name(g->r.device));
+        if (j && text)
+            json_object_set_new(j, "text", text_json(text));
+        if (j && g->out.logp)
+            json_object_set_new(j, "logprobs", logprobs_json(g->out.logp, g->out.n));
+        cli_print_json(j);
+        json_decref(j);
+    } else if (text) {
+        fwrite(text, 1, strlen(text), stdout);
+        putchar('\n');
+    } else {
+        json_t *a = cli_ids_json(g->out.ids, g->out.n);
+        cli_print_json(a);
+        json_decref(a);
+    }
+}
+
 int cmd_generate(int argc, char **argv)
 {
-    const char *model = NULL, *tok_path = NULL, *prompt = NULL, *ids = NULL;
+    const char *model = NULL, *tok_path = NULL, *prompt = NULL, *ids = NULL, *device = NULL;
     sampling_args sa = {0};
     bool as_json = false;
     opt_spec specs[] = {
@@ -274,24 +396,28 @@ int cmd_generate(int argc, char **argv)
         {"--prompt", true, &prompt, NULL},      {"--ids", true, &ids, NULL},
         {"--max-new", true, &sa.max_new, NULL}, {"--temperature", true, &sa.temperature, NULL},
         {"--top-k", true, &sa.top_k, NULL},     {"--top-p", true, &sa.top_p, NULL},
-        {"--seed", true, &sa.seed, NULL},       {"--json", false, NULL, &as_json}};
-    char help[4096];
-    text_fmt(help, sizeof help, GENERATE_HELP, SAMPLING_HELP);
-    int rc =
-        cli_parse_args("generate", help, argc, argv, specs, sizeof specs / sizeof specs[0], NULL);
+        {"--seed", true, &sa.seed, NULL},       {"--device", true, &device, NULL},
+        {"--json", false, NULL, &as_json}};
+    char help[8192], dev_help[512];
+    device_help(dev_help, sizeof dev_help);
+    text_fmt(help, sizeof help, GENERATE_HELP, SAMPLING_HELP, dev_help);
+    gen_run g = {0};
+    int rc = parse_args_with_stops("generate", help, argc, argv, specs,
+                                   sizeof specs / sizeof specs[0], g.stops, &g.o.n_stop);
     if (rc)
         return rc == 1 ? 0 : 2;
     if (!model)
         return cli_usage_error("generate", "missing --model");
     if (!prompt == !ids)
         return cli_usage_error("generate", "give one of --prompt and --ids");
-    gen_run g = {0};
-    if (sampling_from("generate", &sa, &g.o) != 0)
+    runner_device dev;
+    if (sampling_from("generate", &sa, &g.o.gen) != 0 || device_from("generate", device, &dev) != 0)
         return 2;
     char err[ERRCAP] = "";
     char *text = NULL;
     rc = 1;
-    if (gen_setup(&g, model, tok_path, prompt != NULL, err) != 0 ||
+    /* a text prompt or a stop string needs the tokenizer */
+    if (gen_setup(&g, model, tok_path, prompt != NULL || g.o.n_stop > 0, dev, err) != 0 ||
         prompt_ids(ids, prompt, g.tok, &g.prompt, &g.n_prompt, err) != 0 ||
         gen_run_once(&g, err) != 0)
         goto done;
@@ -299,23 +425,7 @@ int cmd_generate(int argc, char **argv)
     if (g.tok && !text)
         goto done;
     rc = 0;
-    if (as_json) {
-        json_t *j = json_pack(
-            "{s:o, s:o, s:s, s:f}", "prompt_ids", cli_ids_json(g.prompt, g.n_prompt), "ids",
-            cli_ids_json(g.out, g.n_out), "finish_reason", g.hit_eos ? "eos" : "length",
-            "tokens_per_s", g.secs > 0 ? g.n_out / g.secs : 0.0);
-        if (j && text)
-            json_object_set_new(j, "text", text_json(text));
-        cli_print_json(j);
-        json_decref(j);
-    } else if (text) {
-        fwrite(text, 1, strlen(text), stdout);
-        putchar('\n');
-    } else {
-        json_t *a = cli_ids_json(g.out, g.n_out);
-        cli_print_json(a);
-        json_decref(a);
-    }
+    print_generated(&g, text, as_json);
 done:
     if (rc)
         cli_fail("generate", err);
@@ -326,16 +436,17 @@ done:
 
 /* ---- score ---- */
 
-static json_t *score_json(const pol_fwd *f, const float *lp, const pol_tok *tok)
+static json_t *score_json(const int32_t *ids, int n, const float *lp, const pol_tok *tok,
+                          runner_device device)
 {
     json_t *lps = json_array(), *tokens = tok ? json_array() : NULL;
     double sum = 0;
-    for (size_t i = 0; i < f->N; i++) {
+    for (int i = 0; i < n; i++) {
         json_array_append_new(lps, i == 0 ? json_null() : json_real(lp[i - 1]));
         sum += i ? lp[i - 1] : 0;
         const char *bytes;
         size_t len;
-        if (tokens && pol_tok_token_bytes(tok, f->ids[i], &bytes, &len) == 0) {
+        if (tokens && pol_tok_token_bytes(tok, ids[i], &bytes, &len) == 0) {
             char *s = text_sanitize_utf8(bytes, len);
             json_array_append_new(tokens, s ? json_string(s) : json_null());
             free(s);
@@ -343,8 +454,8 @@ static json_t *score_json(const pol_fwd *f, const float *lp, const pol_tok *tok)
             json_array_append_new(tokens, json_null());
         }
     }
-    json_t *j = json_pack("{s:o, s:o, s:f}", "ids", cli_ids_json(f->ids, (int)f->N), "logprobs",
-                          lps, "sum", sum);
+    json_t *j = json_pack("{s:o, s:o, s:f, s:s}", "ids", cli_ids_json(ids, n), "logprobs", lps,
+                          "sum", sum, "device", runner_device_name(device));
     if (j && tokens)
         json_object_set_new(j, "tokens", tokens);
     return j;
@@ -352,44 +463,40 @@ static json_t *score_json(const pol_fwd *f, const float *lp, const pol_tok *tok)
 
 int cmd_score(int argc, char **argv)
 {
-    const char *model = NULL, *tok_path = NULL, *text = NULL, *ids = NULL;
+    const char *model = NULL, *tok_path = NULL, *text = NULL, *ids = NULL, *device = NULL;
     opt_spec specs[] = {{"--model", true, &model, NULL},
                         {"--tokenizer", true, &tok_path, NULL},
                         {"--text", true, &text, NULL},
-                        {"--ids", true, &ids, NULL}};
-    int rc = cli_parse_args("score", SCORE_HELP, argc, argv, specs, sizeof specs / sizeof specs[0],
-                            NULL);
+                        {"--ids", true, &ids, NULL},
+                        {"--device", true, &device, NULL}};
+    char help[4096], dev_help[512];
+    device_help(dev_help, sizeof dev_help);
+    text_fmt(help, sizeof help, SCORE_HELP, dev_help);
+    int rc = cli_parse_args("score", help, argc, argv, specs, sizeof specs / sizeof specs[0], NULL);
     if (rc)
         return rc == 1 ? 0 : 2;
     if (!model)
         return cli_usage_error("score", "missing --model");
     if (!text == !ids)
         return cli_usage_error("score", "give one of --text and --ids");
+    runner_device dev;
+    if (device_from("score", device, &dev) != 0)
+        return 2;
     gen_run g = {0};
-    pol_fwd f = {0};
     float *lp = NULL;
     char err[ERRCAP] = "";
     rc = 1;
-    if (gen_setup(&g, model, tok_path, text != NULL, err) != 0 ||
-        prompt_ids(ids, text, g.tok, &g.prompt, &g.n_prompt, err) != 0 ||
-        pol_fwd_init(&f, &g.m, 1, g.n_prompt, false, err, ERRCAP) != 0 ||
-        pol_model_forward(&g.m, &f, g.prompt, NULL, NULL, err, ERRCAP) != 0)
+    if (gen_setup(&g, model, tok_path, text != NULL, dev, err) != 0 ||
+        prompt_ids(ids, text, g.tok, &g.prompt, &g.n_prompt, err) != 0)
         goto done;
-    /* token t+1 scored by the logits at t */
     lp = malloc((size_t)g.n_prompt * sizeof *lp);
-    int32_t *targets = malloc((size_t)g.n_prompt * sizeof *targets);
-    if (!lp || !targets) {
-        free(targets);
+    if (!lp) {
         text_fmt(err, ERRCAP, "out of memory");
         goto done;
     }
-    for (int i = 0; i < g.n_prompt; i++)
-        targets[i] = i + 1 < g.n_prompt ? g.prompt[i + 1] : -1;
-    int lrc = pol_model_logprobs(&g.m, &f, targets, lp, err, ERRCAP);
-    free(targets);
-    if (lrc != 0)
+    if (runner_score(&g.r, g.prompt, g.n_prompt, lp, err, ERRCAP) != 0)
         goto done;
-    json_t *j = score_json(&f, lp, g.tok);
+    json_t *j = score_json(g.prompt, g.n_prompt, lp, g.tok, g.r.device);
     cli_print_json(j);
     json_decref(j);
     rc = 0;
@@ -397,7 +504,6 @@ done:
     if (rc)
         cli_fail("score", err);
     free(lp);
-    pol_fwd_deinit(&f);
     gen_free(&g);
     return rc;
 }
@@ -464,7 +570,7 @@ static void print_chat(const char *text, json_t *calls, json_t *errors)
 }
 
 typedef struct {
-    const char *model, *tok_path, *template_name, *tools_path;
+    const char *model, *tok_path, *template_name, *tools_path, *device;
     bool no_thinking, as_json;
     sampling_args sa;
 } chat_args;
@@ -508,11 +614,11 @@ static int chat_output(const gen_run *g, pol_chat_kind kind, bool as_json, char 
         return -1;
     }
     if (as_json) {
-        json_t *j = json_pack("{s:o, s:o, s:O, s:O, s:o, s:o, s:s}", "text", text_json(text),
+        json_t *j = json_pack("{s:o, s:o, s:O, s:O, s:o, s:o, s:s, s:s}", "text", text_json(text),
                               "content", text_json(content ? content : ""), "tool_calls", calls,
-                              "tool_call_errors", errors, "ids", cli_ids_json(g->out, g->n_out),
+                              "tool_call_errors", errors, "ids", cli_ids_json(g->out.ids, g->out.n),
                               "prompt_ids", cli_ids_json(g->prompt, g->n_prompt), "finish_reason",
-                              g->hit_eos ? "eos" : "length");
+                              g->out.finish, "device", runner_device_name(g->r.device));
         cli_print_json(j);
         json_decref(j);
     } else {
@@ -538,10 +644,14 @@ int cmd_chat(int argc, char **argv)
                         {"--top-k", true, &a.sa.top_k, NULL},
                         {"--top-p", true, &a.sa.top_p, NULL},
                         {"--seed", true, &a.sa.seed, NULL},
+                        {"--device", true, &a.device, NULL},
                         {"--json", false, NULL, &a.as_json}};
-    char help[4096];
-    text_fmt(help, sizeof help, CHAT_HELP, SAMPLING_HELP);
-    int rc = cli_parse_args("chat", help, argc, argv, specs, sizeof specs / sizeof specs[0], NULL);
+    char help[8192], dev_help[512];
+    device_help(dev_help, sizeof dev_help);
+    text_fmt(help, sizeof help, CHAT_HELP, SAMPLING_HELP, dev_help);
+    gen_run g = {0};
+    int rc = parse_args_with_stops("chat", help, argc, argv, specs, sizeof specs / sizeof specs[0],
+                                   g.stops, &g.o.n_stop);
     if (rc)
         return rc == 1 ? 0 : 2;
     if (!a.model || !a.template_name)
@@ -549,11 +659,11 @@ int cmd_chat(int argc, char **argv)
     int kind = pol_chat_kind_parse(a.template_name);
     if (kind < 0)
         return cli_usage_error("chat", "--template takes qwen3, qwen2.5 or llama3");
-    gen_run g = {0};
-    if (sampling_from("chat", &a.sa, &g.o) != 0)
+    runner_device dev;
+    if (sampling_from("chat", &a.sa, &g.o.gen) != 0 || device_from("chat", a.device, &dev) != 0)
         return 2;
     char err[ERRCAP] = "";
-    rc = gen_setup(&g, a.model, a.tok_path, true, err) != 0 ||
+    rc = gen_setup(&g, a.model, a.tok_path, true, dev, err) != 0 ||
                  chat_prompt(&g, &a, (pol_chat_kind)kind, err) != 0 || gen_run_once(&g, err) != 0 ||
                  chat_output(&g, (pol_chat_kind)kind, a.as_json, err) != 0
              ? 1

@@ -35,98 +35,7 @@
 #include "policy/cuda/model_gpu.h"
 #include "policy/model.h"
 
-#define ERRCAP 512
-
-static bool g_failed;
-
-static void __attribute__((format(printf, 2, 3))) report(bool ok, const char *fmt, ...)
-{
-    va_list ap;
-    printf("%-4s ", ok ? "ok" : "FAIL");
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    printf("\n");
-    fflush(stdout);
-    if (!ok)
-        g_failed = true;
-}
-
-/* A call that must succeed: reports a failure (with its message) and returns false. */
-static bool need(int rc, const char *what, const char *err)
-{
-    if (rc != 0)
-        report(false, "%s: %s", what, err);
-    return rc == 0;
-}
-
-static bool small_run(void)
-{
-    const char *e = getenv("KGYM_KERNEL_SMALL");
-    return e && *e && strcmp(e, "0") != 0;
-}
-
-/* ---- bf16 on the host ---- */
-
-static float round_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) <= 0x7f800000u) { /* not NaN: round to nearest even */
-        u += 0x7fffu + ((u >> 16) & 1u);
-        u &= 0xffff0000u;
-    }
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static float bf16_to_float(kg_bf16 b)
-{
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-/* The CPU model computes with exactly the weights the GPU holds. */
-static void round_weights(pol_model *m)
-{
-    float *w = m->w.data;
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < m->w.n; i++)
-        w[i] = round_bf16(w[i]);
-}
-
-/* ---- comparisons ---- */
-
-typedef struct diff {
-    double rel;     /* ||got - want|| / ||want|| */
-    double max_abs; /* max |got - want| */
-    double cos;     /* cosine of the angle between got and want */
-    double rms;     /* rms of want */
-    size_t bad;     /* non-finite values in got */
-} diff;
-
-static diff compare(const float *got, const float *want, size_t n)
-{
-    double ee = 0, ww = 0, gg = 0, gw = 0, mx = 0;
-    size_t bad = 0;
-    for (size_t i = 0; i < n; i++) {
-        double gv = got[i], wv = want[i], e = gv - wv;
-        if (!isfinite(gv)) {
-            bad++;
-            continue;
-        }
-        ee += e * e;
-        ww += wv * wv;
-        gg += gv * gv;
-        gw += gv * wv;
-        mx = fabs(e) > mx ? fabs(e) : mx;
-    }
-    diff d = {ww > 0 ? sqrt(ee / ww) : sqrt(ee), mx, gg > 0 && ww > 0 ? gw / sqrt(gg * ww) : 0,
-              sqrt(ww / (double)(n ? n : 1)), bad};
-    return d;
-}
+#include "ctest_common.h"
 
 /* Activation tolerance after `layer` layers (the logits count as one more).
  * Each bf16 rounding of a value is a relative error of at most 2^-9, ~2^-9/sqrt(3) = 1.1e-3 in
@@ -252,18 +161,6 @@ static void batch_free(batch *b)
 }
 
 /* ---- models ---- */
-
-static bool model_from_json(pol_model *m, const char *json, pol_head head, uint64_t seed, float std)
-{
-    char err[ERRCAP];
-    pol_config cfg;
-    if (!need(pol_config_parse(json, &cfg, err, ERRCAP), "config", err) ||
-        !need(pol_model_init(m, &cfg, head, err, ERRCAP), "model init", err))
-        return false;
-    pol_model_init_random(m, seed, std);
-    round_weights(m);
-    return need(pol_model_grads_init(m, err, ERRCAP), "grads init", err);
-}
 
 /* A receiver for what the GPU model downloads: a model of m's table (its weights unused). */
 static bool receiver(pol_model *r, const pol_model *m)

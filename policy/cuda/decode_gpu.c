@@ -1,0 +1,517 @@
+/* The GPU model's KV-cached decoding (see decode_gpu.h): the forward of model_gpu_forward.c for
+ * tokens appended to cached sequences, and the GPU sampler over the logits it leaves.
+ *
+ * One append runs T tokens of any slots through the layers at once (a batched matmul per weight,
+ * whatever the mix of prompts and single decode tokens), writes each layer's k and v into the
+ * slots' caches at the tokens' positions, then attends:
+ *   - when every slot of the call starts empty and its tokens are contiguous (fresh prompts), with
+ *     the flash attention of training over the packed prompts (kg_attention_forward);
+ *   - otherwise each token as its own query against its slot's cache up to itself
+ *     (kg_decode_attention, ctx_len = position + 1): continuations, decode steps, mixes.
+ * Only the rows that need logits (each slot's last token) go through the final norm and the LM
+ * head. */
+#include "policy/cuda/decode_gpu.h"
+
+#include "policy/cuda/model_gpu_internal.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/text.h"
+
+/* The scratch of one append of up to max_tokens tokens (device; bf16 unless float). */
+typedef struct dec_scratch {
+    int32_t *ints;    /* [5][max_tokens]: ids, slot, pos, ctx_len, doc_start */
+    int32_t *row_tok; /* [max_tokens] the token index of each logits row */
+    kg_bf16 *x, *xn;  /* [T, D] residual stream, normed */
+    float *rstd;      /* [T * max(H, KV)] norms' 1/rms (not kept) */
+    kg_bf16 *q_raw, *k_raw, *q, *k, *v, *att; /* [T, qd|kvd] */
+    float *lse;                               /* [H, T] */
+    kg_bf16 *gate, *up, *act;                 /* [T, F] */
+    kg_bf16 *xr, *hr;                         /* [rows, D] the rows' residual, normed */
+    kg_bf16 *logits;                          /* [rows, V] */
+    int32_t *tokens;                          /* [rows] sampled */
+    float *logp;                              /* [rows] */
+    uint64_t *seeds, *offsets;                /* [rows] */
+    void *sample_ws;
+    size_t sample_ws_bytes;
+} dec_scratch;
+
+struct pol_gpu_dec {
+    pol_gpu *g;
+    int n_slots, max_len, max_tokens;
+    int *len;         /* [n_slots] tokens held; -1 when free */
+    kg_bf16 *k_cache; /* [L][n_slots][max_len][kvd] */
+    kg_bf16 *v_cache;
+    size_t layer_stride; /* elements of one layer's cache */
+    void *arena;
+    dec_scratch s;
+    /* host staging */
+    int32_t *h_ints;    /* [5 * max_tokens] */
+    int32_t *h_row_tok; /* [max_tokens] */
+    int32_t *row_slot;  /* [max_tokens] the slots of the last append's rows */
+    int n_rows;
+    int *slot_count, *slot_seen; /* [n_slots] per-append counters */
+};
+
+/* ---- creation ---- */
+
+static void *take(uint8_t *base, size_t *used, size_t bytes)
+{
+    void *p = base ? base + *used : NULL;
+    *used += (bytes + PG_ALIGN_BYTES - 1) / PG_ALIGN_BYTES * PG_ALIGN_BYTES;
+    return p;
+}
+
+#define TAKE(type, n) ((type *)take(base, used, (size_t)(n) * sizeof(type)))
+
+/* Lays out the scratch for T tokens and R rows from base (NULL: counts into *used). */
+static void carve(const pol_gpu *g, dec_scratch *s, uint8_t *base, size_t *used, size_t T, size_t R,
+                  size_t sample_ws)
+{
+    const pol_dims *d = &g->d;
+    size_t heads = (size_t)(d->H > d->KV ? d->H : d->KV);
+    s->ints = TAKE(int32_t, 5 * T);
+    s->row_tok = TAKE(int32_t, T);
+    s->x = TAKE(kg_bf16, T * d->D);
+    s->xn = TAKE(kg_bf16, T * d->D);
+    s->rstd = TAKE(float, T *heads);
+    s->q_raw = g->cfg.qk_norm ? TAKE(kg_bf16, T * d->qd) : NULL;
+    s->k_raw = g->cfg.qk_norm ? TAKE(kg_bf16, T * d->kvd) : NULL;
+    s->q = TAKE(kg_bf16, T * d->qd);
+    s->k = TAKE(kg_bf16, T * d->kvd);
+    s->v = TAKE(kg_bf16, T * d->kvd);
+    s->att = TAKE(kg_bf16, T * d->qd);
+    s->lse = TAKE(float, T * d->H);
+    s->gate = TAKE(kg_bf16, T * d->F);
+    s->up = TAKE(kg_bf16, T * d->F);
+    s->act = TAKE(kg_bf16, T * d->F);
+    s->xr = TAKE(kg_bf16, R * d->D);
+    s->hr = TAKE(kg_bf16, R * d->D);
+    s->logits = TAKE(kg_bf16, R * d->V);
+    s->tokens = TAKE(int32_t, R);
+    s->logp = TAKE(float, R);
+    s->seeds = TAKE(uint64_t, R);
+    s->offsets = TAKE(uint64_t, R);
+    s->sample_ws = take(base, used, sample_ws);
+    s->sample_ws_bytes = sample_ws;
+}
+
+static int alloc_host(pol_gpu_dec *d)
+{
+    size_t T = (size_t)d->max_tokens;
+    d->len = malloc((size_t)d->n_slots * sizeof *d->len);
+    d->slot_count = calloc((size_t)d->n_slots, sizeof *d->slot_count);
+    d->slot_seen = calloc((size_t)d->n_slots, sizeof *d->slot_seen);
+    d->h_ints = malloc(5 * T * sizeof *d->h_ints);
+    d->h_row_tok = malloc(T * sizeof *d->h_row_tok);
+    d->row_slot = malloc(T * sizeof *d->row_slot);
+    if (!d->len || !d->slot_count || !d->slot_seen || !d->h_ints || !d->h_row_tok || !d->row_slot)
+        return -1;
+    for (int i = 0; i < d->n_slots; i++)
+        d->len[i] = -1;
+    return 0;
+}
+
+int pol_gpu_dec_create(pol_gpu_dec **out, pol_gpu *g, int n_slots, int max_len, int max_tokens,
+                       char *err, size_t errcap)
+{
+    *out = NULL;
+    if (g->head != POL_HEAD_LM)
+        return text_fail(err, errcap, "decode_gpu: the model has no LM head");
+    if (n_slots < 1 || max_len < 1 || max_tokens < n_slots ||
+        (long long)max_tokens * (g->d.H > g->d.KV ? g->d.H : g->d.KV) > INT_MAX)
+        return text_fail(err, errcap,
+                         "decode_gpu: cannot make %d slots of %d tokens with %d tokens per call "
+                         "(need slots >= 1, length >= 1, tokens per call >= slots)",
+                         n_slots, max_len, max_tokens);
+    pol_gpu_dec *d = calloc(1, sizeof *d);
+    if (!d || (d->g = g, d->n_slots = n_slots, d->max_len = max_len, d->max_tokens = max_tokens,
+               alloc_host(d) != 0)) {
+        pol_gpu_dec_free(d);
+        return text_fail(err, errcap, "decode_gpu: out of host memory");
+    }
+    int R = max_tokens < n_slots ? max_tokens : n_slots;
+    size_t ws = kg_sample_workspace_bytes(R, g->d.V);
+    size_t used = 0;
+    carve(g, &d->s, NULL, &used, (size_t)max_tokens, (size_t)R, ws);
+    d->layer_stride = (size_t)n_slots * (size_t)max_len * g->d.kvd;
+    size_t cache_bytes = 2 * (size_t)g->d.L * d->layer_stride * sizeof(kg_bf16);
+    pg_run r = {g, err, errcap, "decode_gpu create", -1};
+    char what[160];
+    text_fmt(what, sizeof what, "allocating the KV cache (%d slots x %d tokens, %.1f MiB)", n_slots,
+             max_len, (double)cache_bytes / (1 << 20));
+    if (pg_ck(&r, cudaMalloc((void **)&d->k_cache, cache_bytes), what)) {
+        d->k_cache = NULL;
+        pol_gpu_dec_free(d);
+        return -1;
+    }
+    d->v_cache = d->k_cache + (size_t)g->d.L * d->layer_stride;
+    text_fmt(what, sizeof what, "allocating the decoding scratch (%.1f MiB)",
+             (double)used / (1 << 20));
+    if (pg_ck(&r, cudaMalloc(&d->arena, used), what)) {
+        d->arena = NULL;
+        pol_gpu_dec_free(d);
+        return -1;
+    }
+    used = 0;
+    carve(g, &d->s, d->arena, &used, (size_t)max_tokens, (size_t)R, ws);
+    *out = d;
+    return 0;
+}
+
+void pol_gpu_dec_free(pol_gpu_dec *d)
+{
+    if (!d)
+        return;
+    if (d->g)
+        cudaStreamSynchronize(d->g->stream);
+    cudaFree(d->k_cache);
+    cudaFree(d->arena);
+    free(d->len);
+    free(d->slot_count);
+    free(d->slot_seen);
+    free(d->h_ints);
+    free(d->h_row_tok);
+    free(d->row_slot);
+    free(d);
+}
+
+int pol_gpu_dec_acquire(pol_gpu_dec *d)
+{
+    for (int i = 0; i < d->n_slots; i++)
+        if (d->len[i] < 0) {
+            d->len[i] = 0;
+            return i;
+        }
+    return -1;
+}
+
+void pol_gpu_dec_release(pol_gpu_dec *d, int slot)
+{
+    if (slot >= 0 && slot < d->n_slots)
+        d->len[slot] = -1;
+}
+
+int pol_gpu_dec_len(const pol_gpu_dec *d, int slot)
+{
+    return slot >= 0 && slot < d->n_slots ? d->len[slot] : -1;
+}
+
+void pol_gpu_dec_shape(const pol_gpu_dec *d, int *n_slots, int *max_len, int *max_tokens)
+{
+    *n_slots = d->n_slots;
+    *max_len = d->max_len;
+    *max_tokens = d->max_tokens;
+}
+
+int pol_gpu_dec_vocab(const pol_gpu_dec *d)
+{
+    return d->g->d.V;
+}
+
+int pol_gpu_dec_rows(const pol_gpu_dec *d, const int32_t **slots)
+{
+    *slots = d->row_slot;
+    return d->n_rows;
+}
+
+/* ---- one append ---- */
+
+/* What the host works out for an append before anything runs. */
+typedef struct append_plan {
+    int n, rows;
+    bool fresh; /* every slot starts empty and its tokens are contiguous: flash attention */
+} append_plan;
+
+/* Checks the tokens and fills the staging arrays: ids, slot, pos, ctx_len, doc_start [n] each,
+ * the rows' token indices and slots. */
+static int plan_append(pol_gpu_dec *d, const int32_t *slots, const int32_t *ids, int n,
+                       append_plan *p, char *err, size_t errcap)
+{
+    if (n < 1 || n > d->max_tokens || !slots || !ids)
+        return text_fail(err, errcap, "decode_gpu append: %d tokens (1 to %d per call)", n,
+                         d->max_tokens);
+    for (int t = 0; t < n; t++) {
+        int s = slots[t];
+        if (s < 0 || s >= d->n_slots || d->len[s] < 0)
+            return text_fail(err, errcap,
+                             "decode_gpu append: token %d names slot %d, not an "
+                             "acquired slot",
+                             t, s);
+        if (ids[t] < 0 || ids[t] >= d->g->d.V)
+            return text_fail(err, errcap,
+                             "decode_gpu append: token %d has id %d, outside the vocabulary "
+                             "[0, %d)",
+                             t, ids[t], d->g->d.V);
+        d->slot_count[s] = 0;
+        d->slot_seen[s] = -1; /* index of the slot's previous token in the call */
+    }
+    int32_t *h_ids = d->h_ints, *h_slot = h_ids + n, *h_pos = h_slot + n, *h_ctx = h_pos + n,
+            *h_doc = h_ctx + n;
+    p->n = n;
+    p->fresh = true;
+    for (int t = 0; t < n; t++) {
+        int s = slots[t];
+        if (d->slot_seen[s] >= 0 && d->slot_seen[s] != t - 1)
+            p->fresh = false; /* not contiguous */
+        if (d->len[s] != 0)
+            p->fresh = false;
+        int pos = d->len[s] + d->slot_count[s]++;
+        if (pos >= d->max_len)
+            return text_fail(err, errcap,
+                             "decode_gpu append: slot %d would hold %d tokens, more than its %d", s,
+                             pos + 1, d->max_len);
+        h_doc[t] = d->slot_seen[s] < 0 ? t : h_doc[d->slot_seen[s]];
+        d->slot_seen[s] = t;
+        h_ids[t] = ids[t];
+        h_slot[t] = s;
+        h_pos[t] = pos;
+        h_ctx[t] = pos + 1;
+    }
+    /* a slot's row is its last token: slot_seen now holds that index */
+    p->rows = 0;
+    for (int t = 0; t < n; t++)
+        if (d->slot_seen[slots[t]] == t) {
+            d->h_row_tok[p->rows] = t;
+            d->row_slot[p->rows++] = slots[t];
+        }
+    return 0;
+}
+
+static int upload_plan(pg_run *r, pol_gpu_dec *d, const append_plan *p)
+{
+    cudaStream_t st = d->g->stream;
+    size_t nb = (size_t)p->n * sizeof(int32_t);
+    int32_t *dev = d->s.ints;
+    /* the device arrays are max_tokens apart; the staged ones n apart */
+    for (int k = 0; k < 5; k++)
+        if (pg_ck(r,
+                  cudaMemcpyAsync(dev + (size_t)k * d->max_tokens, d->h_ints + (size_t)k * p->n, nb,
+                                  cudaMemcpyHostToDevice, st),
+                  "uploading the tokens"))
+            return -1;
+    return pg_ck(r,
+                 cudaMemcpyAsync(d->s.row_tok, d->h_row_tok, (size_t)p->rows * sizeof(int32_t),
+                                 cudaMemcpyHostToDevice, st),
+                 "uploading the rows");
+}
+
+/* q, k, v of the tokens: projections (biases in the epilogue), per-head norms, RoPE. */
+static int dec_qkv(pg_run *r, pol_gpu_dec *d, const pg_layer_off *o, int T, const int32_t *pos)
+{
+    pol_gpu *g = d->g;
+    const pol_dims *dm = &g->d;
+    dec_scratch *s = &d->s;
+    cudaStream_t st = g->stream;
+    bool qk = g->cfg.qk_norm;
+    int qd = (int)dm->qd, kvd = (int)dm->kvd;
+    kg_bf16 *qp = qk ? s->q_raw : s->q, *kp = qk ? s->k_raw : s->k;
+    if (pg_ck(r,
+              kg_matmul(g->mm, qp, s->xn, pg_w(g, o->wq), pg_w(g, o->bq), T, qd, dm->D, 0, 1, 0.0f,
+                        st),
+              "q_proj") ||
+        pg_ck(r,
+              kg_matmul(g->mm, kp, s->xn, pg_w(g, o->wk), pg_w(g, o->bk), T, kvd, dm->D, 0, 1, 0.0f,
+                        st),
+              "k_proj") ||
+        pg_ck(r,
+              kg_matmul(g->mm, s->v, s->xn, pg_w(g, o->wv), pg_w(g, o->bv), T, kvd, dm->D, 0, 1,
+                        0.0f, st),
+              "v_proj"))
+        return -1;
+    float eps = g->cfg.rms_eps;
+    if (qk && (pg_ck(r,
+                     kg_rmsnorm_forward(s->q, s->rstd, s->q_raw, pg_w(g, o->q_norm), T * dm->H,
+                                        dm->hd, eps, st),
+                     "q_norm") ||
+               pg_ck(r,
+                     kg_rmsnorm_forward(s->k, s->rstd, s->k_raw, pg_w(g, o->k_norm), T * dm->KV,
+                                        dm->hd, eps, st),
+                     "k_norm")))
+        return -1;
+    return pg_ck(r, kg_rope(s->q, pos, g->inv_freq, T, dm->H, dm->hd, 1, st), "q rope") ||
+           pg_ck(r, kg_rope(s->k, pos, g->inv_freq, T, dm->KV, dm->hd, 1, st), "k rope");
+}
+
+/* One layer over the T tokens of the plan, the residual stream s->x updated in place. */
+static int dec_layer(pg_run *r, pol_gpu_dec *d, int l, const append_plan *p)
+{
+    pol_gpu *g = d->g;
+    const pol_dims *dm = &g->d;
+    const pg_layer_off *o = &g->lo[l];
+    dec_scratch *s = &d->s;
+    cudaStream_t st = g->stream;
+    int T = p->n;
+    const int32_t *slot = s->ints + d->max_tokens, *pos = s->ints + 2 * (size_t)d->max_tokens,
+                  *ctx = s->ints + 3 * (size_t)d->max_tokens,
+                  *doc = s->ints + 4 * (size_t)d->max_tokens;
+    kg_bf16 *kc = d->k_cache + (size_t)l * d->layer_stride,
+            *vc = d->v_cache + (size_t)l * d->layer_stride;
+    float eps = g->cfg.rms_eps, scale = 1.0f / sqrtf((float)dm->hd);
+    r->layer = l;
+    if (pg_ck(r, kg_rmsnorm_forward(s->xn, s->rstd, s->x, pg_w(g, o->attn_norm), T, dm->D, eps, st),
+              "input_layernorm") ||
+        dec_qkv(r, d, o, T, pos) ||
+        pg_ck(r,
+              kg_kv_write(kc, vc, s->k, s->v, slot, pos, T, d->n_slots, d->max_len, dm->KV, dm->hd,
+                          st),
+              "kv cache write"))
+        return -1;
+    cudaError_t e = p->fresh
+                        ? kg_attention_forward(s->att, s->lse, s->q, s->k, s->v, doc, T, dm->H,
+                                               dm->KV, dm->hd, scale, st)
+                        : kg_decode_attention(s->att, s->q, kc, vc, slot, ctx, T, dm->H, dm->KV,
+                                              dm->hd, d->n_slots, d->max_len, scale, st);
+    /* the residual adds ride on the matmuls (beta = 1), as in the training forward */
+    if (pg_ck(r, e, p->fresh ? "attention (prefill)" : "attention (cached)") ||
+        pg_ck(r,
+              kg_matmul(g->mm, s->x, s->att, pg_w(g, o->wo), NULL, T, dm->D, (int)dm->qd, 0, 1,
+                        1.0f, st),
+              "o_proj + residual") ||
+        pg_ck(r, kg_rmsnorm_forward(s->xn, s->rstd, s->x, pg_w(g, o->mlp_norm), T, dm->D, eps, st),
+              "post_attention_layernorm") ||
+        pg_ck(r,
+              kg_matmul(g->mm, s->gate, s->xn, pg_w(g, o->w_gate), NULL, T, dm->F, dm->D, 0, 1,
+                        0.0f, st),
+              "gate_proj") ||
+        pg_ck(
+            r,
+            kg_matmul(g->mm, s->up, s->xn, pg_w(g, o->w_up), NULL, T, dm->F, dm->D, 0, 1, 0.0f, st),
+            "up_proj") ||
+        pg_ck(r, kg_swiglu_forward(s->act, s->gate, s->up, (size_t)T * dm->F, st), "swiglu") ||
+        pg_ck(r,
+              kg_matmul(g->mm, s->x, s->act, pg_w(g, o->w_down), NULL, T, dm->D, dm->F, 0, 1, 1.0f,
+                        st),
+              "down_proj + residual"))
+        return -1;
+    r->layer = -1;
+    return 0;
+}
+
+/* The rows' residuals gathered (the embedding kernel over the stream as its table), normed, and
+ * through the LM head. */
+static int dec_head(pg_run *r, pol_gpu_dec *d, const append_plan *p)
+{
+    pol_gpu *g = d->g;
+    const pol_dims *dm = &g->d;
+    dec_scratch *s = &d->s;
+    cudaStream_t st = g->stream;
+    return pg_ck(r, kg_embed_forward(s->xr, s->x, s->row_tok, p->rows, dm->D, p->n, st),
+                 "gathering the rows") ||
+           pg_ck(r,
+                 kg_rmsnorm_forward(s->hr, s->rstd, s->xr, pg_w(g, g->final_norm), p->rows, dm->D,
+                                    g->cfg.rms_eps, st),
+                 "model.norm") ||
+           pg_ck(r,
+                 kg_matmul(g->mm, s->logits, s->hr, pg_w(g, g->lm_head), NULL, p->rows, dm->V,
+                           dm->D, 0, 1, 0.0f, st),
+                 "lm_head");
+}
+
+int pol_gpu_dec_append(pol_gpu_dec *d, const int32_t *slots, const int32_t *ids, int n, char *err,
+                       size_t errcap)
+{
+    pol_gpu *g = d->g;
+    pg_run r = {g, err, errcap, "decode", -1};
+    append_plan p = {0, 0, false};
+    d->n_rows = 0;
+    if (plan_append(d, slots, ids, n, &p, err, errcap) != 0)
+        return -1;
+    bool failed =
+        upload_plan(&r, d, &p) ||
+        pg_ck(&r,
+              kg_embed_forward(d->s.x, pg_w(g, g->embed), d->s.ints, n, g->d.D, g->d.V, g->stream),
+              "embed_tokens");
+    for (int l = 0; !failed && l < g->d.L; l++)
+        failed = dec_layer(&r, d, l, &p) != 0;
+    failed = failed || dec_head(&r, d, &p) || pg_sync(&r);
+    if (failed) {
+        cudaStreamSynchronize(g->stream);
+        return -1;
+    }
+    for (int t = 0; t < n; t++)
+        d->len[slots[t]]++;
+    d->n_rows = p.rows;
+    return 0;
+}
+
+int pol_gpu_dec_logits(pol_gpu_dec *d, float *out, char *err, size_t errcap)
+{
+    pg_run r = {d->g, err, errcap, "decode logits", -1};
+    size_t count = (size_t)d->n_rows * d->g->d.V;
+    if (d->n_rows == 0)
+        return text_fail(err, errcap, "decode_gpu logits: no append to read");
+    kg_bf16 *host = malloc(count * sizeof *host);
+    if (!host)
+        return text_fail(err, errcap, "decode_gpu logits: out of host memory");
+    int rc = pg_ck(&r,
+                   cudaMemcpyAsync(host, d->s.logits, count * sizeof *host, cudaMemcpyDeviceToHost,
+                                   d->g->stream),
+                   "copying the logits")
+                 ? -1
+                 : pg_sync(&r);
+    for (size_t i = 0; rc == 0 && i < count; i++) {
+        uint32_t u = (uint32_t)host[i] << 16;
+        memcpy(&out[i], &u, sizeof u);
+    }
+    free(host);
+    return rc;
+}
+
+int pol_gpu_dec_sample(pol_gpu_dec *d, const pol_sample_cfg *cfg, int n_valid,
+                       const uint64_t *seeds, int32_t *tokens, float *logp, char *err,
+                       size_t errcap)
+{
+    pol_gpu *g = d->g;
+    pg_run r = {g, err, errcap, "decode sample", -1};
+    int R = d->n_rows, V = g->d.V;
+    if (R == 0)
+        return text_fail(err, errcap, "decode_gpu sample: no append to draw from");
+    if (n_valid <= 0 || n_valid > V)
+        n_valid = V;
+    bool greedy = !cfg || !(cfg->temperature > 0);
+    if (!greedy && !seeds)
+        return text_fail(err, errcap, "decode_gpu sample: sampling needs seeds");
+    cudaStream_t st = g->stream;
+    dec_scratch *s = &d->s;
+    uint64_t *offsets = NULL;
+    if (!greedy) {
+        offsets = malloc((size_t)R * sizeof *offsets);
+        if (!offsets)
+            return text_fail(err, errcap, "decode_gpu sample: out of host memory");
+        /* the draw for the token at position len: each draw takes two 32-bit Philox words
+         * (kg_sample), so position p owns words 2p and 2p + 1 of its sequence's stream */
+        for (int i = 0; i < R; i++)
+            offsets[i] = 2 * (uint64_t)d->len[d->row_slot[i]];
+    }
+    size_t rb = (size_t)R * sizeof(uint64_t);
+    bool failed =
+        (!greedy &&
+         (pg_ck(&r, cudaMemcpyAsync(s->seeds, seeds, rb, cudaMemcpyHostToDevice, st), "seeds") ||
+          pg_ck(&r, cudaMemcpyAsync(s->offsets, offsets, rb, cudaMemcpyHostToDevice, st),
+                "offsets"))) ||
+        pg_ck(&r,
+              kg_sample(s->tokens, s->logp, s->logits, R, V, n_valid,
+                        greedy ? 0.0f : cfg->temperature, greedy ? 0 : cfg->top_k,
+                        greedy ? 1.0f : cfg->top_p, greedy ? NULL : s->seeds,
+                        greedy ? NULL : s->offsets, s->sample_ws, s->sample_ws_bytes, st),
+              "sampling") ||
+        pg_ck(&r,
+              cudaMemcpyAsync(tokens, s->tokens, (size_t)R * sizeof *tokens, cudaMemcpyDeviceToHost,
+                              st),
+              "copying the tokens") ||
+        (logp && pg_to_host(&r, logp, s->logp, R, "copying the log-probs")) || pg_sync(&r);
+    if (failed)
+        cudaStreamSynchronize(st);
+    free(offsets);
+    if (failed)
+        return -1;
+    for (int i = 0; i < R; i++)
+        if (tokens[i] < 0)
+            return text_fail(err, errcap, "decode_gpu sample: row %d (slot %d) has NaN logits", i,
+                             d->row_slot[i]);
+    return 0;
+}

@@ -1,0 +1,705 @@
+/* ctest_decode_gpu: KV-cached decoding on the GPU (policy/cuda/decode_gpu.h) against the CPU
+ * reference (policy/model.h) and against the GPU model's own full forward. Tiny random models
+ * (Qwen2 with biases and GQA 4/2, Qwen3 with the q/k norm, Llama 3 with llama3 RoPE and tied
+ * embeddings; head_dim 64, vocabulary 300) and one with Qwen3's real tokenizer and a padded
+ * vocabulary (151,936 rows, tokenizer size below). Checks, one line each:
+ *   - logits after a fresh prompt (flash attention), after single tokens appended one call at a
+ *     time (attention over the cache), after a prompt fed in pieces, after a call mixing a new
+ *     prompt with a running sequence, and in a reused slot over a longer sequence's stale cache:
+ *     all against the CPU's fp32 forward and the GPU's own forward;
+ *   - greedy generation with continuous batching (more prompts than slots, of different lengths)
+ *     equals the CPU's greedy tokens up to the first step where the CPU's top two logits are closer
+ *     than the logits' measured error; copies of a prompt in one batch are identical; log-probs;
+ *   - seeded sampling: the same seed gives the same tokens, other seeds others; EOS, max_new and a
+ *     full slot stop a sequence with the right finish reason and length;
+ *   - stop strings matched over token boundaries (against the decoded text), padded vocabulary
+ *     rows never chosen even when they would win;
+ *   - bad input refused with a message, nothing changed, the decoder usable after.
+ * Ends with "decode_gpu: all checks passed"; exit 1 on any failure. */
+#include <cuda_runtime.h>
+
+#include "policy/cuda/decode_gpu.h"
+#include "policy/cuda/model_gpu.h"
+#include "policy/model.h"
+#include "policy/tokenizer.h"
+
+#include "ctest_common.h"
+
+/* Logits tolerance (relative L2) of a bf16 model against fp32 after L layers: ctest_model_gpu's
+ * act_tol at the logits (the same roundings; argued there). */
+static double logits_tol(int L)
+{
+    return 1.5e-2 * (1.0 + (L + 1) / 16.0);
+}
+
+/* ---- references ---- */
+
+/* The CPU model's fp32 logits [n, V] of one sequence (NULL on failure). */
+static float *cpu_logits(const pol_model *m, const int32_t *ids, int n)
+{
+    char err[ERRCAP];
+    pol_fwd f;
+    if (!need(pol_fwd_init(&f, m, 1, n, false, err, ERRCAP), "cpu fwd init", err))
+        return NULL;
+    float *out = NULL;
+    size_t count = (size_t)n * m->cfg.vocab_size;
+    if (need(pol_model_forward(m, &f, ids, NULL, NULL, err, ERRCAP), "cpu forward", err) &&
+        (out = malloc(count * sizeof *out)))
+        memcpy(out, f.logits, count * sizeof *out);
+    pol_fwd_deinit(&f);
+    return out;
+}
+
+/* The GPU model's full-forward logits [n, V] of one sequence, as fp32. */
+static float *gpu_forward_logits(pol_gpu *g, const int32_t *ids, int n, int V)
+{
+    char err[ERRCAP];
+    if (!need(pol_gpu_forward(g, ids, NULL, NULL, n, false, err, ERRCAP), "gpu forward", err))
+        return NULL;
+    size_t count = (size_t)n * V;
+    kg_bf16 *h = malloc(count * sizeof *h);
+    float *out = malloc(count * sizeof *out);
+    if (h && out &&
+        cudaMemcpy(h, pol_gpu_logits(g), count * sizeof *h, cudaMemcpyDeviceToHost) ==
+            cudaSuccess) {
+        for (size_t i = 0; i < count; i++)
+            out[i] = bf16_to_float(h[i]);
+    } else {
+        report(false, "copying the forward's logits");
+        free(out);
+        out = NULL;
+    }
+    free(h);
+    return out;
+}
+
+/* Deterministic pseudo-random ids in [0, V). */
+static void fill_ids(int32_t *ids, int n, int V, uint64_t seed)
+{
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (int i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        ids[i] = (int32_t)(x % (uint64_t)V);
+    }
+}
+
+/* One appended call's logits for its rows, fetched to the host ([rows, V], malloc'd). */
+static float *append_and_fetch(pol_gpu_dec *d, const int32_t *slots, const int32_t *ids, int n,
+                               int V, int *rows)
+{
+    char err[ERRCAP];
+    if (!need(pol_gpu_dec_append(d, slots, ids, n, err, ERRCAP), "append", err))
+        return NULL;
+    const int32_t *rs;
+    *rows = pol_gpu_dec_rows(d, &rs);
+    float *out = malloc((size_t)*rows * V * sizeof *out);
+    if (out && !need(pol_gpu_dec_logits(d, out, err, ERRCAP), "logits", err)) {
+        free(out);
+        out = NULL;
+    }
+    return out;
+}
+
+/* got [V] against want [V] within tol (relative L2); max_err (may be NULL) collects the max abs
+ * error. */
+static bool row_close(const float *got, const float *want, int V, double tol, double *max_err)
+{
+    diff df = compare(got, want, (size_t)V);
+    if (max_err && df.max_abs > *max_err)
+        *max_err = df.max_abs;
+    return df.bad == 0 && df.rel <= tol;
+}
+
+/* ---- case 1: logits of every way of feeding tokens ---- */
+
+typedef struct seq_case {
+    pol_model *m;
+    pol_gpu *g;
+    const char *name;
+    int V, L;
+    double tol;
+    double max_err; /* the largest abs logit error seen against the CPU */
+} seq_case;
+
+/* A prompt of P then C tokens one call at a time; every row against the CPU and the GPU's
+ * forward. */
+static void check_prompt_then_steps(seq_case *c, pol_gpu_dec *d)
+{
+    enum { P = 37, C = 23 };
+    int32_t ids[P + C];
+    fill_ids(ids, P + C, c->V, 11);
+    float *cpu = cpu_logits(c->m, ids, P + C);
+    float *fwd = gpu_forward_logits(c->g, ids, P + C, c->V);
+    int slot = pol_gpu_dec_acquire(d), rows = 0;
+    int32_t slots[P];
+    for (int i = 0; i < P; i++)
+        slots[i] = slot;
+    float *got = cpu && fwd ? append_and_fetch(d, slots, ids, P, c->V, &rows) : NULL;
+    if (got) {
+        size_t at = (size_t)(P - 1) * c->V;
+        report(rows == 1 && row_close(got, cpu + at, c->V, c->tol, &c->max_err) &&
+                   row_close(got, fwd + at, c->V, c->tol, NULL),
+               "%s fresh prompt of %d (flash attention): last logits = CPU and GPU forward",
+               c->name, P);
+    }
+    free(got);
+    int bad = 0;
+    for (int t = P; t < P + C; t++) {
+        got = append_and_fetch(d, &slot, &ids[t], 1, c->V, &rows);
+        size_t at = (size_t)t * c->V;
+        if (!got || !row_close(got, cpu + at, c->V, c->tol, &c->max_err) ||
+            !row_close(got, fwd + at, c->V, c->tol, NULL))
+            bad++;
+        free(got);
+    }
+    report(bad == 0 && pol_gpu_dec_len(d, slot) == P + C,
+           "%s %d tokens one call each (cached attention) = CPU and GPU forward: %d rows off, "
+           "max abs err %.3g",
+           c->name, C, bad, c->max_err);
+    pol_gpu_dec_release(d, slot);
+    free(cpu);
+    free(fwd);
+}
+
+/* The same prompt in pieces (the later ones attend to the cache), and a call mixing a fresh
+ * prompt with a running sequence; then the slot of a long sequence reused for a short one. */
+static void check_pieces_and_mixes(seq_case *c, pol_gpu_dec *d)
+{
+    enum { P = 41, Q = 11 };
+    int32_t ids[P], other[Q];
+    fill_ids(ids, P, c->V, 21);
+    fill_ids(other, Q, c->V, 22);
+    float *cpu = cpu_logits(c->m, ids, P), *cpu_o = cpu_logits(c->m, other, Q);
+    int a = pol_gpu_dec_acquire(d), rows = 0;
+    int32_t slots[P + 1];
+    for (int i = 0; i < P; i++)
+        slots[i] = a;
+    static const int cuts[] = {0, 5, 6, 30, P};
+    bool ok = cpu && cpu_o;
+    for (int k = 0; ok && k + 1 < 5; k++) {
+        float *got = append_and_fetch(d, slots, ids + cuts[k], cuts[k + 1] - cuts[k], c->V, &rows);
+        ok = got && rows == 1 &&
+             row_close(got, cpu + (size_t)(cuts[k + 1] - 1) * c->V, c->V, c->tol, &c->max_err);
+        free(got);
+    }
+    report(ok, "%s prompt of %d in pieces 5+1+24+11 = CPU after each piece", c->name, P);
+    /* a new prompt in slot b next to a's next token: one call, two rows (b's last token last) */
+    int b = pol_gpu_dec_acquire(d);
+    int32_t mix_slots[Q + 1], mix_ids[Q + 1];
+    mix_slots[0] = a;
+    mix_ids[0] = other[0]; /* a's next token: a continues with other[0] */
+    for (int i = 0; i < Q; i++) {
+        mix_slots[i + 1] = b;
+        mix_ids[i + 1] = other[i];
+    }
+    int32_t cont[P + 1];
+    memcpy(cont, ids, sizeof ids);
+    cont[P] = other[0];
+    float *cpu_c = cpu_logits(c->m, cont, P + 1);
+    float *got = ok && cpu_c ? append_and_fetch(d, mix_slots, mix_ids, Q + 1, c->V, &rows) : NULL;
+    const int32_t *rs = NULL;
+    pol_gpu_dec_rows(d, &rs);
+    report(got && rows == 2 && rs[0] == a && rs[1] == b &&
+               row_close(got, cpu_c + (size_t)P * c->V, c->V, c->tol, &c->max_err) &&
+               row_close(got + c->V, cpu_o + (size_t)(Q - 1) * c->V, c->V, c->tol, &c->max_err),
+           "%s one call: a running sequence's token + a new prompt of %d = CPU for both", c->name,
+           Q);
+    free(got);
+    /* a (P + 1 tokens) ends; its slot takes the short prompt, fresh and cached paths */
+    pol_gpu_dec_release(d, a);
+    int a2 = pol_gpu_dec_acquire(d);
+    for (int i = 0; i < Q; i++)
+        slots[i] = a2;
+    got = append_and_fetch(d, slots, other, Q, c->V, &rows);
+    report(a2 == a && got && row_close(got, cpu_o + (size_t)(Q - 1) * c->V, c->V, c->tol, NULL),
+           "%s slot reused after %d tokens by a prompt of %d (fresh) = CPU", c->name, P + 1, Q);
+    free(got);
+    pol_gpu_dec_release(d, a2);
+    a2 = pol_gpu_dec_acquire(d);
+    mix_slots[0] = b;
+    mix_ids[0] = other[0];
+    for (int i = 0; i < Q; i++) {
+        mix_slots[i + 1] = a2;
+        mix_ids[i + 1] = other[i];
+    }
+    got = append_and_fetch(d, mix_slots, mix_ids, Q + 1, c->V, &rows);
+    report(got && rows == 2 &&
+               row_close(got + c->V, cpu_o + (size_t)(Q - 1) * c->V, c->V, c->tol, NULL),
+           "%s slot reused after %d tokens by a prompt of %d (cached path) = CPU", c->name, P + 1,
+           Q);
+    free(got);
+    pol_gpu_dec_release(d, a2);
+    pol_gpu_dec_release(d, b);
+    free(cpu);
+    free(cpu_o);
+    free(cpu_c);
+}
+
+/* ---- case 2: generation ---- */
+
+/* The CPU's greedy continuation of a prompt: ids[max_new], the gap between its top two logits
+ * at each step, and the log-prob of each token. */
+static bool cpu_greedy(const pol_model *m, const int32_t *prompt, int n, int max_new, int32_t *ids,
+                       float *gap, float *logp)
+{
+    char err[ERRCAP];
+    pol_kv kv;
+    int V = m->cfg.vocab_size;
+    if (!need(pol_kv_init(&kv, m, n + max_new, err, ERRCAP), "cpu kv", err))
+        return false;
+    float *logits = malloc((size_t)V * sizeof *logits), *lsm = malloc((size_t)V * sizeof *lsm);
+    bool ok = logits && lsm &&
+              need(pol_model_decode(m, &kv, prompt, n, logits, err, ERRCAP), "cpu decode", err);
+    for (int t = 0; ok && t < max_new; t++) {
+        int best = pol_argmax(logits, V);
+        float second = -INFINITY;
+        for (int j = 0; j < V; j++)
+            if (j != best && logits[j] > second)
+                second = logits[j];
+        ids[t] = best;
+        gap[t] = logits[best] - second;
+        pol_log_softmax(lsm, logits, V);
+        logp[t] = lsm[best];
+        ok = t + 1 == max_new ||
+             need(pol_model_decode(m, &kv, &ids[t], 1, logits, err, ERRCAP), "cpu decode", err);
+    }
+    free(logits);
+    free(lsm);
+    pol_kv_deinit(&kv);
+    return ok;
+}
+
+static void count_progress(void *ctx, int finished, int total)
+{
+    int *calls = ctx;
+    (*calls)++;
+    if (finished > total)
+        report(false, "progress: %d of %d finished", finished, total);
+}
+
+/* More prompts than slots, of different lengths, greedy: each equals the CPU's tokens up to its
+ * first near tie. */
+static void check_greedy_batching(seq_case *c, pol_gpu_dec *d)
+{
+    enum { N = 7, NEW = 24 };
+    static const int lens[N] = {5, 40, 17, 1, 33, 12, 26};
+    int32_t prompts[N][40];
+    pol_gpu_gen_seq seqs[N];
+    memset(seqs, 0, sizeof seqs);
+    for (int i = 0; i < N; i++) {
+        fill_ids(prompts[i], lens[i], c->V, 100 + (uint64_t)i);
+        seqs[i].prompt = prompts[i];
+        seqs[i].n_prompt = lens[i];
+    }
+    pol_gpu_gen_opts o = {.max_new = NEW};
+    char err[ERRCAP];
+    int calls = 0;
+    if (!need(pol_gpu_generate(d, seqs, N, &o, count_progress, &calls, err, ERRCAP), "generate",
+              err)) {
+        pol_gpu_gen_free(seqs, N);
+        return;
+    }
+    double gap_tol = 2 * c->max_err + 1e-3; /* each of the top two may be off by max_err */
+    int compared = 0, total = 0, wrong = 0, bad_logp = 0;
+    for (int i = 0; i < N; i++) {
+        int32_t want[NEW];
+        float gap[NEW], lp[NEW];
+        if (!cpu_greedy(c->m, prompts[i], lens[i], NEW, want, gap, lp))
+            continue;
+        if (seqs[i].n != NEW || seqs[i].finish != POL_FINISH_LENGTH)
+            wrong++;
+        for (int t = 0; t < seqs[i].n && t < NEW; t++) {
+            total++;
+            if (gap[t] < gap_tol)
+                break; /* a near tie: either token is right, and the rest follows from it */
+            compared++;
+            wrong += seqs[i].ids[t] != want[t];
+            bad_logp += !(fabsf(seqs[i].logp[t] - lp[t]) <= 0.05f + (float)c->max_err);
+        }
+    }
+    report(wrong == 0 && bad_logp == 0 && compared * 2 >= total && calls > 0,
+           "%s greedy, %d prompts over 3 slots = CPU greedy: %d of %d tokens compared (gap tol "
+           "%.3g), %d differ, %d log-probs off",
+           c->name, N, compared, total, gap_tol, wrong, bad_logp);
+    pol_gpu_gen_free(seqs, N);
+}
+
+/* Copies of one prompt in one batch; seeds; EOS; max_new; a full slot. */
+static void check_sampling_and_stops(seq_case *c, pol_gpu_dec *d)
+{
+    enum { N = 4, NEW = 20, P = 9 };
+    int32_t prompt[P];
+    fill_ids(prompt, P, c->V, 7);
+    pol_gpu_gen_seq s[N], again[N];
+    static const uint64_t seeds[N] = {1, 2, 3, 1};
+    for (int i = 0; i < N; i++)
+        s[i] = again[i] = (pol_gpu_gen_seq){.prompt = prompt, .n_prompt = P, .seed = seeds[i]};
+    pol_gpu_gen_opts o = {.max_new = NEW,
+                          .sample = {.temperature = 0.8f, .top_k = 40, .top_p = 0.9f}};
+    char err[ERRCAP];
+    if (need(pol_gpu_generate(d, s, N, &o, NULL, NULL, err, ERRCAP), "sampled generate", err) &&
+        need(pol_gpu_generate(d, again, N, &o, NULL, NULL, err, ERRCAP), "sampled generate", err)) {
+        bool same_seed = s[0].n == s[3].n && !memcmp(s[0].ids, s[3].ids, NEW * sizeof(int32_t));
+        bool rerun = true, finite = true;
+        for (int i = 0; i < N; i++) {
+            rerun = rerun && !memcmp(s[i].ids, again[i].ids, NEW * sizeof(int32_t));
+            for (int t = 0; t < s[i].n; t++)
+                finite = finite && isfinite(s[i].logp[t]) && s[i].logp[t] <= 0;
+        }
+        bool differ = memcmp(s[0].ids, s[1].ids, NEW * sizeof(int32_t)) != 0 &&
+                      memcmp(s[1].ids, s[2].ids, NEW * sizeof(int32_t)) != 0;
+        report(same_seed && rerun && differ && finite,
+               "%s sampling (T 0.8, top-k 40, top-p 0.9): same seed same tokens (in one batch "
+               "and again), other seeds other tokens, log-probs finite and <= 0",
+               c->name);
+    }
+    pol_gpu_gen_free(s, N);
+    pol_gpu_gen_free(again, N);
+    /* greedy copies in one batch are the same computation: identical */
+    pol_gpu_gen_opts gr = {.max_new = NEW};
+    for (int i = 0; i < N; i++)
+        s[i] = (pol_gpu_gen_seq){.prompt = prompt, .n_prompt = P};
+    if (need(pol_gpu_generate(d, s, N, &gr, NULL, NULL, err, ERRCAP), "greedy copies", err)) {
+        bool same = true;
+        for (int i = 1; i < N; i++)
+            same = same && s[i].n == s[0].n && !memcmp(s[i].ids, s[0].ids, NEW * sizeof(int32_t));
+        report(same, "%s greedy: %d copies of a prompt in one batch are identical", c->name, N);
+        /* EOS: the token at step 5 stops the sequence at its first appearance */
+        int32_t eos = s[0].ids[5];
+        int first = 0;
+        while (s[0].ids[first] != eos)
+            first++;
+        pol_gpu_gen_seq e = {.prompt = prompt, .n_prompt = P};
+        pol_gpu_gen_opts eo = gr;
+        eo.eos = &eos;
+        eo.n_eos = 1;
+        if (need(pol_gpu_generate(d, &e, 1, &eo, NULL, NULL, err, ERRCAP), "eos generate", err))
+            report(e.finish == POL_FINISH_EOS && e.n == first + 1 &&
+                       !memcmp(e.ids, s[0].ids, (size_t)e.n * sizeof(int32_t)),
+                   "%s EOS id %d: stops after %d tokens (kept), finish %s", c->name, eos, e.n,
+                   pol_finish_name(e.finish));
+        pol_gpu_gen_free(&e, 1);
+    }
+    pol_gpu_gen_free(s, N);
+    /* max_new, then a slot that fills (max_len = P + 4: the 5th token is drawn from a full one) */
+    pol_gpu_gen_seq l = {.prompt = prompt, .n_prompt = P};
+    gr.max_new = 3;
+    if (need(pol_gpu_generate(d, &l, 1, &gr, NULL, NULL, err, ERRCAP), "max_new generate", err))
+        report(l.n == 3 && l.finish == POL_FINISH_LENGTH, "%s max_new 3: %d tokens, finish %s",
+               c->name, l.n, pol_finish_name(l.finish));
+    pol_gpu_gen_free(&l, 1);
+    pol_gpu_dec *small;
+    if (need(pol_gpu_dec_create(&small, c->g, 1, P + 4, 16, err, ERRCAP), "small decoder", err)) {
+        gr.max_new = 50;
+        if (need(pol_gpu_generate(small, &l, 1, &gr, NULL, NULL, err, ERRCAP), "context generate",
+                 err))
+            report(l.n == 5 && l.finish == POL_FINISH_CONTEXT,
+                   "%s slot of %d tokens, prompt %d: %d new tokens, finish %s", c->name, P + 4, P,
+                   l.n, pol_finish_name(l.finish));
+        pol_gpu_gen_free(&l, 1);
+        pol_gpu_dec_free(small);
+    }
+}
+
+/* ---- case 3: bad input ---- */
+
+static void expect_refused(const char *label, int rc, const char *err)
+{
+    report(rc != 0 && err[0], "refused: %s (%s)", label, rc != 0 ? err : "accepted");
+}
+
+static bool all_slots_free(pol_gpu_dec *d, int n_slots)
+{
+    bool ok = true;
+    for (int i = 0; i < n_slots; i++)
+        ok = ok && pol_gpu_dec_len(d, i) == -1;
+    return ok;
+}
+
+static void check_bad_input(seq_case *c, pol_gpu_dec *d, int n_slots, int max_len, int max_tokens)
+{
+    char err[ERRCAP];
+    int32_t ids[4] = {1, 2, 3, 4}, slots[4];
+    int a = pol_gpu_dec_acquire(d);
+    for (int i = 0; i < 4; i++)
+        slots[i] = a;
+    int32_t free_slot = a + 1, bad_id = c->V, neg = -1;
+    err[0] = 0;
+    expect_refused("append to a free slot", pol_gpu_dec_append(d, &free_slot, ids, 1, err, ERRCAP),
+                   err);
+    err[0] = 0;
+    expect_refused("id = vocab", pol_gpu_dec_append(d, slots, &bad_id, 1, err, ERRCAP), err);
+    err[0] = 0;
+    expect_refused("id -1", pol_gpu_dec_append(d, slots, &neg, 1, err, ERRCAP), err);
+    err[0] = 0;
+    expect_refused("0 tokens", pol_gpu_dec_append(d, slots, ids, 0, err, ERRCAP), err);
+    err[0] = 0;
+    expect_refused("sample with no append",
+                   pol_gpu_dec_sample(d, NULL, 0, NULL, ids, NULL, err, ERRCAP), err);
+    int32_t *many = calloc((size_t)max_len + max_tokens + 1, sizeof *many);
+    int32_t *many_slots = malloc(((size_t)max_len + max_tokens + 1) * sizeof *many_slots);
+    for (int i = 0; many_slots && i < max_len + max_tokens + 1; i++)
+        many_slots[i] = a;
+    err[0] = 0;
+    expect_refused("more tokens than a call holds",
+                   pol_gpu_dec_append(d, many_slots, many, max_tokens + 1, err, ERRCAP), err);
+    report(pol_gpu_dec_len(d, a) == 0, "refused appends left the slot empty (length %d)",
+           pol_gpu_dec_len(d, a));
+    /* fill the slot to max_len - 1, then 2 more is too many */
+    int fill = max_len - 1, done = 0;
+    while (done < fill) {
+        int k = fill - done < max_tokens ? fill - done : max_tokens;
+        if (!need(pol_gpu_dec_append(d, many_slots, many, k, err, ERRCAP), "fill", err))
+            break;
+        done += k;
+    }
+    err[0] = 0;
+    expect_refused("past max_len", pol_gpu_dec_append(d, slots, ids, 2, err, ERRCAP), err);
+    report(pol_gpu_dec_len(d, a) == fill, "the full slot still holds %d tokens", fill);
+    pol_gpu_dec_release(d, a);
+    free(many);
+    /* generation's own checks, before any work: no slot stays taken */
+    pol_gpu_gen_seq s = {.prompt = many_slots, .n_prompt = max_len + 1};
+    pol_gpu_gen_opts o = {.max_new = 4};
+    err[0] = 0;
+    expect_refused("prompt longer than a slot",
+                   pol_gpu_generate(d, &s, 1, &o, NULL, NULL, err, ERRCAP), err);
+    s.prompt = &bad_id;
+    s.n_prompt = 1;
+    err[0] = 0;
+    expect_refused("prompt id = vocab", pol_gpu_generate(d, &s, 1, &o, NULL, NULL, err, ERRCAP),
+                   err);
+    s.prompt = ids;
+    o.max_new = 0;
+    err[0] = 0;
+    expect_refused("max_new 0", pol_gpu_generate(d, &s, 1, &o, NULL, NULL, err, ERRCAP), err);
+    const char *stop = "x";
+    o = (pol_gpu_gen_opts){.max_new = 4, .stop = &stop, .n_stop = 1};
+    err[0] = 0;
+    expect_refused("stop strings without a tokenizer",
+                   pol_gpu_generate(d, &s, 1, &o, NULL, NULL, err, ERRCAP), err);
+    free(many_slots);
+    report(all_slots_free(d, n_slots), "no slot left taken after the refusals");
+    /* still usable: a fresh prompt gives the CPU's logits */
+    float *cpu = cpu_logits(c->m, ids, 4);
+    int rows;
+    a = pol_gpu_dec_acquire(d);
+    for (int i = 0; i < 4; i++)
+        slots[i] = a;
+    float *got = cpu ? append_and_fetch(d, slots, ids, 4, c->V, &rows) : NULL;
+    report(got && row_close(got, cpu + 3 * (size_t)c->V, c->V, c->tol, NULL),
+           "%s after the refusals: a prompt's logits = CPU", c->name);
+    pol_gpu_dec_release(d, a);
+    free(cpu);
+    free(got);
+}
+
+static void run_case(const char *name, const char *json, uint64_t seed)
+{
+    printf("--- %s\n", name);
+    char err[ERRCAP];
+    pol_model m;
+    if (!model_from_json(&m, json, POL_HEAD_LM, seed, 0.08f))
+        return;
+    pol_gpu *g = NULL;
+    pol_gpu_dec *d = NULL;
+    enum { SLOTS = 3, MAX_LEN = 160, MAX_TOKENS = 64 };
+    if (need(pol_gpu_create(&g, &m, false, err, ERRCAP), "gpu create", err) &&
+        need(pol_gpu_dec_create(&d, g, SLOTS, MAX_LEN, MAX_TOKENS, err, ERRCAP), "dec create",
+             err)) {
+        seq_case c = {&m, g, name, m.cfg.vocab_size, m.cfg.n_layers, logits_tol(m.cfg.n_layers), 0};
+        check_prompt_then_steps(&c, d);
+        check_pieces_and_mixes(&c, d);
+        report(all_slots_free(d, SLOTS), "%s every slot free again", name);
+        check_greedy_batching(&c, d);
+        check_sampling_and_stops(&c, d);
+        report(all_slots_free(d, SLOTS), "%s generation left every slot free", name);
+        check_bad_input(&c, d, SLOTS, MAX_LEN, MAX_TOKENS);
+    }
+    pol_gpu_dec_free(d);
+    pol_gpu_free(g);
+    pol_model_deinit(&m);
+}
+
+/* ---- case 4: a real tokenizer: stop strings and padded rows ---- */
+
+/* The first generated token after which the decoded text holds stop (-1: never). */
+static int first_stop(const pol_tok *tok, const int32_t *ids, int n, const char *stop)
+{
+    for (int j = 0; j < n; j++) {
+        char *text = NULL, err[ERRCAP];
+        size_t len = 0;
+        if (pol_tok_decode(tok, ids, (size_t)j + 1, false, &text, &len, err, ERRCAP) != 0)
+            return -2;
+        bool hit = memmem(text, len, stop, strlen(stop)) != NULL;
+        free(text);
+        if (hit)
+            return j;
+    }
+    return -1;
+}
+
+static void check_stop_strings(pol_gpu_dec *d, const pol_tok *tok, const int32_t *prompt, int P)
+{
+    enum { NEW = 16 };
+    char err[ERRCAP];
+    int n_valid = (int)pol_tok_vocab_size(tok);
+    pol_gpu_gen_seq s = {.prompt = prompt, .n_prompt = P};
+    pol_gpu_gen_opts o = {.max_new = NEW, .n_valid = n_valid};
+    if (!need(pol_gpu_generate(d, &s, 1, &o, NULL, NULL, err, ERRCAP), "tokenizer generate", err))
+        return;
+    /* a stop string of 3 bytes straddling the boundary after token 7 where possible */
+    char *text = NULL, *head = NULL;
+    size_t len = 0, head_len = 0;
+    if (!need(pol_tok_decode(tok, s.ids, (size_t)s.n, false, &text, &len, err, ERRCAP), "decode",
+              err) ||
+        !need(pol_tok_decode(tok, s.ids, 8, false, &head, &head_len, err, ERRCAP), "decode", err) ||
+        len < 4) {
+        report(false, "stop strings: the generated text is too short (%zu bytes)", len);
+        free(text);
+        free(head);
+        pol_gpu_gen_free(&s, 1);
+        return;
+    }
+    size_t at = head_len >= 2 && head_len + 1 <= len ? head_len - 2 : 0;
+    char stop[4] = {text[at], text[at + 1], text[at + 2], 0};
+    bool printable = stop[0] && stop[1] && stop[2];
+    int want = first_stop(tok, s.ids, s.n, stop);
+    pol_gpu_gen_seq t = {.prompt = prompt, .n_prompt = P};
+    const char *stops[2] = {"\x01never\x02", stop};
+    o.stop = stops;
+    o.n_stop = 2;
+    o.tok = tok;
+    if (printable &&
+        need(pol_gpu_generate(d, &t, 1, &o, NULL, NULL, err, ERRCAP), "stop generate", err))
+        report(want >= 0 && t.finish == POL_FINISH_STOP && t.n == want + 1 &&
+                   !memcmp(t.ids, s.ids, (size_t)t.n * sizeof(int32_t)),
+               "stop string of 3 bytes at byte %zu: stops after %d tokens (decoded text says %d), "
+               "finish %s",
+               at, t.n, want + 1, pol_finish_name(t.finish));
+    else
+        report(false, "stop strings: no usable stop string in the generated text");
+    free(text);
+    free(head);
+    pol_gpu_gen_free(&s, 1);
+    pol_gpu_gen_free(&t, 1);
+}
+
+/* Rows past the tokenizer made to win: chosen without n_valid, never with it. */
+static void check_padding(pol_model *m, pol_gpu *g, pol_gpu_dec *d, int n_valid,
+                          const int32_t *prompt, int P)
+{
+    char err[ERRCAP];
+    int V = m->cfg.vocab_size, D = m->cfg.hidden;
+    float *cpu = cpu_logits(m, prompt, P);
+    if (!cpu)
+        return;
+    int best = pol_argmax(cpu + (size_t)(P - 1) * V, V);
+    const pol_param_info *head = pol_model_find(m, "lm_head.weight");
+    if (!head) {
+        report(false, "padding: no lm_head.weight");
+        free(cpu);
+        return;
+    }
+    float *w = m->w.data + head->offset;
+    for (int r = n_valid; r < V; r++)
+        for (int j = 0; j < D; j++)
+            w[(size_t)r * D + j] = round_bf16(4.0f * w[(size_t)best * D + j]);
+    free(cpu);
+    if (!need(pol_gpu_upload(g, m, err, ERRCAP), "upload", err))
+        return;
+    enum { NEW = 8 };
+    pol_gpu_gen_seq all = {.prompt = prompt, .n_prompt = P}, valid[3];
+    pol_gpu_gen_opts o = {.max_new = NEW};
+    bool picked_pad = false, never = true;
+    if (need(pol_gpu_generate(d, &all, 1, &o, NULL, NULL, err, ERRCAP), "padding generate", err))
+        picked_pad = all.n > 0 && all.ids[0] >= n_valid;
+    o.n_valid = n_valid;
+    for (int k = 0; k < 3; k++)
+        valid[k] = (pol_gpu_gen_seq){.prompt = prompt, .n_prompt = P, .seed = 5 + (uint64_t)k};
+    o.sample = (pol_sample_cfg){.temperature = 1.0f, .top_p = 1.0f};
+    if (need(pol_gpu_generate(d, valid, 1, &(pol_gpu_gen_opts){.max_new = NEW, .n_valid = n_valid},
+                              NULL, NULL, err, ERRCAP),
+             "padding greedy", err) &&
+        need(pol_gpu_generate(d, valid + 1, 2, &o, NULL, NULL, err, ERRCAP), "padding sampled",
+             err))
+        for (int k = 0; k < 3; k++)
+            for (int t = 0; t < valid[k].n; t++)
+                never = never && valid[k].ids[t] < n_valid;
+    report(picked_pad && never,
+           "padded rows %d..%d (made to win: picked without n_valid: %s) never chosen with "
+           "n_valid, greedy and sampled",
+           n_valid, V - 1, picked_pad ? "yes" : "NO");
+    pol_gpu_gen_free(&all, 1);
+    pol_gpu_gen_free(valid, 3);
+}
+
+static void run_tokenizer_case(void)
+{
+    printf("--- qwen2 with Qwen3's tokenizer, vocabulary padded to 151936\n");
+    const char *path = getenv("KGYM_TEST_TOKENIZER");
+    if (!path || !*path)
+        path = "../shared/tokenizers/qwen3";
+    char err[ERRCAP];
+    pol_tok *tok = NULL;
+    if (!need(pol_tok_load(path, &tok, err, ERRCAP), "tokenizer (set KGYM_TEST_TOKENIZER)", err))
+        return;
+    static const char json[] =
+        "{\"model_type\": \"qwen2\", \"vocab_size\": 151936, \"hidden_size\": 128, "
+        "\"intermediate_size\": 256, \"num_hidden_layers\": 2, \"num_attention_heads\": 2, "
+        "\"num_key_value_heads\": 1, \"rms_norm_eps\": 1e-6, \"rope_theta\": 10000.0, "
+        "\"tie_word_embeddings\": false}";
+    pol_model m;
+    pol_gpu *g = NULL;
+    pol_gpu_dec *d = NULL;
+    int32_t *prompt = NULL;
+    size_t P = 0;
+    const char *text = "def add(a, b):\n    return a + b\n";
+    if (model_from_json(&m, json, POL_HEAD_LM, 77, 0.08f) &&
+        need(pol_tok_encode(tok, text, strlen(text), true, &prompt, &P, err, ERRCAP), "encode",
+             err) &&
+        need(pol_gpu_create(&g, &m, false, err, ERRCAP), "gpu create", err) &&
+        need(pol_gpu_dec_create(&d, g, 3, 128, 64, err, ERRCAP), "dec create", err)) {
+        check_stop_strings(d, tok, prompt, (int)P);
+        check_padding(&m, g, d, (int)pol_tok_vocab_size(tok), prompt, (int)P);
+    }
+    free(prompt);
+    pol_gpu_dec_free(d);
+    pol_gpu_free(g);
+    pol_model_deinit(&m);
+    pol_tok_free(tok);
+}
+
+int main(void)
+{
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count < 1) {
+        printf("FAIL decode_gpu: no CUDA device\n");
+        return 1;
+    }
+    run_case("qwen2",
+             "{\"model_type\": \"qwen2\", \"vocab_size\": 300, \"hidden_size\": 256, "
+             "\"intermediate_size\": 512, \"num_hidden_layers\": 3, \"num_attention_heads\": 4, "
+             "\"num_key_value_heads\": 2, \"rms_norm_eps\": 1e-6, \"rope_theta\": 10000.0, "
+             "\"tie_word_embeddings\": false}",
+             2000);
+    run_case("qwen3",
+             "{\"model_type\": \"qwen3\", \"vocab_size\": 300, \"hidden_size\": 128, "
+             "\"intermediate_size\": 384, \"num_hidden_layers\": 2, \"num_attention_heads\": 2, "
+             "\"num_key_value_heads\": 2, \"head_dim\": 64, \"rms_norm_eps\": 1e-6, "
+             "\"rope_theta\": 1000000.0, \"tie_word_embeddings\": false}",
+             2010);
+    run_case("llama3",
+             "{\"model_type\": \"llama\", \"vocab_size\": 300, \"hidden_size\": 256, "
+             "\"intermediate_size\": 512, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
+             "\"num_key_value_heads\": 2, \"rms_norm_eps\": 1e-5, \"rope_theta\": 500000.0, "
+             "\"tie_word_embeddings\": true, \"rope_scaling\": {\"rope_type\": \"llama3\", "
+             "\"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
+             "\"original_max_position_embeddings\": 64}}",
+             2020);
+    run_tokenizer_case();
+    printf("%s\n", g_failed ? "decode_gpu: FAILED" : "decode_gpu: all checks passed");
+    return g_failed ? 1 : 0;
+}
