@@ -92,6 +92,7 @@ $(KGYM_POLICY): $(POLICY_CLI_SRCS:%.c=$(BUILD)/obj/%.o) $(POLICY_OBJS) $(filter 
 # against HF transformers and PyTorch (gradients, optimizer steps) as safetensors/JSON.
 POLICY_CHECK := $(BUILD)/tests/policy-check
 $(POLICY_CHECK): $(BUILD)/obj/tests/policy/policy_check.o $(POLICY_OBJS) $(filter $(BUILD)/obj/env/util/%,$(ENV_OBJS))
+	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 $(BUILD)/obj/tests/policy/policy_check.o: CFLAGS += -fopenmp
 
@@ -170,7 +171,32 @@ $(BUILD)/kernels/ctest_%: $(BUILD)/obj/tests/kernels/ctest_%.o $(POLICY_GPU_OBJS
 	@mkdir -p $(@D)
 	$(NVCC) $(KG_CUDA_ARCH) -o $@ $^ $(GPU_LINK_LIBS)
 
-kernels: $(KERNEL_BINS) $(GPU_CTESTS)
+# The GPU policy against HF transformers (`make test-gpu`'s gpu-policy-hf suite): a checker that
+# tests/gpu/test_policy_gpu.py drives, over the same objects as the model checks.
+POLICY_GPU_CHECK := $(BUILD)/tests/policy-gpu-check
+$(BUILD)/obj/tests/gpu/policy_gpu_check.o: CPPFLAGS += $(CUDA_INC)
+$(POLICY_GPU_CHECK): $(BUILD)/obj/tests/gpu/policy_gpu_check.o $(POLICY_GPU_OBJS) $(KERNEL_OBJS) $(POLICY_OBJS) $(filter $(BUILD)/obj/env/util/%,$(ENV_OBJS))
+	@mkdir -p $(@D)
+	$(NVCC) $(KG_CUDA_ARCH) -o $@ $^ $(GPU_LINK_LIBS)
+
+# kgym-policy-cuda: the same CLI compiled with KGYM_WITH_CUDA (--device cuda|cpu|auto, the GPU
+# model and decoder behind it). Its CLI objects live apart from the CPU build's; nvcc links it.
+KGYM_POLICY_CUDA     := $(BUILD)/kgym-policy-cuda
+POLICY_CLI_CUDA_OBJS := $(POLICY_CLI_SRCS:%.c=$(BUILD)/obj-cuda/%.o)
+$(POLICY_CLI_CUDA_OBJS): CPPFLAGS += $(CUDA_INC) -DKGYM_WITH_CUDA
+$(POLICY_CLI_CUDA_OBJS): CFLAGS += -fopenmp
+
+$(BUILD)/obj-cuda/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CSTD) $(WARN) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(KGYM_POLICY_CUDA): $(POLICY_CLI_CUDA_OBJS) $(POLICY_GPU_OBJS) $(KERNEL_OBJS) $(POLICY_OBJS) $(filter $(BUILD)/obj/env/util/%,$(ENV_OBJS))
+	@mkdir -p $(@D)
+	$(NVCC) $(KG_CUDA_ARCH) -o $@ $^ $(GPU_LINK_LIBS)
+
+-include $(wildcard $(BUILD)/obj-cuda/policy/cli/*.d)
+
+kernels: $(KERNEL_BINS) $(GPU_CTESTS) $(POLICY_GPU_CHECK) $(KGYM_POLICY_CUDA)
 
 # the objects are shared by every test and bench: never deleted as intermediates
 .SECONDARY: $(KERNEL_OBJS)

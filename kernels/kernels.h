@@ -168,6 +168,43 @@ cudaError_t kg_decode_attention(kg_bf16 *out, const kg_bf16 *q, const kg_bf16 *k
                                 int B, int Hq, int Hkv, int hd, int n_slots, int max_len,
                                 float scale, cudaStream_t s);
 
+/* ---- sample.cu: the next token of each row, policy/sample.c's distribution on the GPU ----
+ * Greedy, or temperature, then top-k, then top-p, exactly as pol_sample_probs: greedy is the arg
+ * max over [0, n_valid), the lowest id on ties; otherwise the candidates are ranked by logit,
+ * descending, the lower id first on ties (-0 and +0 tie); top_k keeps the first top_k of the
+ * ranking (top_k <= 0 or >= n_valid: all, ties at the cut by lowest id); softmax at temperature
+ * T over them; top_p (off when <= 0 or >= 1) then keeps the shortest prefix of the ranking whose
+ * mass reaches top_p * (the kept mass): a token stays while the mass ranked strictly above it is
+ * below that, and the first always stays. Columns >= n_valid (padding) are never candidates,
+ * whatever they hold (huge, inf, NaN).
+ * No sort: one block per row counts the bf16 keys exactly (65,536 possible values) and walks the
+ * ranking by key; masses are 64-bit fixed point, so the kept set and the draw are exact and
+ * bitwise reproducible (sample.cu says how). The draw walks the ranking, as pol_sample does:
+ * t = u * (kept mass) with u in [0, 1) (53 bits from the first two 32-bit Philox outputs; advance
+ * offset by 2 per draw for disjoint words), the token whose mass interval in ranking order holds
+ * t. A row with a NaN among its candidates gets token -1 and logp NaN (kg_sample_probs: a NaN
+ * row); the CPU returns -1 there. Logits are read as bf16; all math is fp32 or wider.
+ * kg_sample_workspace_bytes is 0 today (everything fits in shared memory; NULL, 0 will do): ask
+ * it anyway, so that a later version can take scratch without an API change. */
+/* bytes of device workspace kg_sample needs for B rows of n_valid candidates */
+size_t kg_sample_workspace_bytes(int B, int n_valid);
+/* Draws one token per row of logits [B, ld] (bf16; row b at logits + b*ld), candidates
+ * [0, n_valid) (1 <= n_valid <= ld). temperature <= 0: greedy. Row b's uniform comes from cuRAND's
+ * Philox4_32_10 (curand_kernel.h device API) initialised with seed[b] and offset[b] (device arrays;
+ * seed/offset may be NULL for greedy), so a (seed, offset) pair always gives the same draw.
+ * tokens[b] (device int32) gets the id; logp[b] (device float, may be NULL) gets
+ * log softmax(logits[b, 0:n_valid])[token] at temperature 1 (the model's log-prob, not the warped
+ * distribution's). */
+cudaError_t kg_sample(int32_t *tokens, float *logp, const kg_bf16 *logits, int B, int ld,
+                      int n_valid, float temperature, int top_k, float top_p, const uint64_t *seed,
+                      const uint64_t *offset, void *workspace, size_t workspace_bytes,
+                      cudaStream_t s);
+/* The distribution kg_sample draws row b from, probs [B, n_valid] fp32 (zero outside the kept set;
+ * one-hot for greedy): for tests and for callers that need it. */
+cudaError_t kg_sample_probs(float *probs, const kg_bf16 *logits, int B, int ld, int n_valid,
+                            float temperature, int top_k, float top_p, void *workspace,
+                            size_t workspace_bytes, cudaStream_t s);
+
 #ifdef __cplusplus
 }
 #endif

@@ -13,6 +13,8 @@ t0=$EPOCHREALTIME
 rc=0
 # KGYM_KERNEL_BINS: a folder of prebuilt test_* binaries (carried); otherwise built here by nvcc
 kbin=${KGYM_KERNEL_BINS:-${BUILD:-build}/kernels}
+# ctest_decode_gpu's stop-string and padded-vocabulary checks use Qwen3's real tokenizer
+export KGYM_TEST_TOKENIZER=${KGYM_TEST_TOKENIZER:-../shared/tokenizers/qwen3}
 [ -n "${KGYM_KERNEL_BINS:-}" ] || make -s kernels || rc=1
 san=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
 # Under the sanitizers each test runs its small shapes (KGYM_KERNEL_SMALL=1): they are ~100x
@@ -38,6 +40,17 @@ for t in "$kbin"/test_* "$kbin"/ctest_*; do
     fi
 done
 awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "=== suite gpu-kernels: %.1fs\n", b - a }'
+echo "=== suite gpu-policy-hf: the GPU policy against HF transformers (per layer, gradients, KV-cached decoding, greedy generation)"
+t0=$EPOCHREALTIME
+# the checker `make kernels` built above, or a prebuilt one (KGYM_POLICY_GPU_CHECK, carried)
+export KGYM_POLICY_GPU_CHECK=${KGYM_POLICY_GPU_CHECK:-${BUILD:-build}/tests/policy-gpu-check}
+"$venv/bin/python" -m pytest -q -p no:cacheprovider tests/gpu/test_policy_gpu.py || rc=1
+awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "=== suite gpu-policy-hf: %.1fs\n", b - a }'
+echo "=== suite gpu-policy-cli: kgym-policy-cuda --device cuda against the CPU reference"
+t0=$EPOCHREALTIME
+export KGYM_POLICY_CUDA=${KGYM_POLICY_CUDA:-${BUILD:-build}/kgym-policy-cuda}
+"$venv/bin/python" -m pytest -q -p no:cacheprovider tests/policy/test_device.py || rc=1
+awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "=== suite gpu-policy-cli: %.1fs\n", b - a }'
 echo "=== suite gpu-task-timing: eager and torch.compile time of every bundled task"
 t0=$EPOCHREALTIME
 out=${KGYM_TIMINGS_JSON:-${BUILD:-build}/task_timings.json}

@@ -8,8 +8,9 @@
  * Low level: pol_gpu_dec_append feeds tokens to slots (whole prompts, a continuation such as a
  * tool's output, or one token per running sequence, in any mix), and leaves on the device the
  * logits after each slot's last token of the call; pol_gpu_dec_sample draws the next tokens from
- * them on the GPU (kernels/sample.cu) with each sequence's own seeded RNG stream, so a sequence's
- * tokens depend on its seed and its tokens only, never on which others share its batch.
+ * them on the GPU (kernels/sample.cu) with each sequence's own seeded RNG stream: a draw depends on
+ * the sequence's seed and position, never on its place in the batch (the logits themselves can
+ * round apart in bf16 when the batch is made up differently).
  *
  * High level: pol_gpu_generate runs many prompts to their ends with continuous batching: as a
  * sequence stops (an EOS id, a stop string, max_new, or a full slot) its slot goes to the next
@@ -65,8 +66,8 @@ int pol_gpu_dec_logits(pol_gpu_dec *d, float *out, char *err, size_t errcap);
 /* Draws the next token of every row of the last append on the GPU: temperature / top-k / top-p
  * as policy/sample.h (temperature <= 0: greedy, the lowest id on ties), candidates [0, n_valid)
  * (n_valid <= 0: every row of the vocabulary). Row r's draw uses the RNG stream seeds[r] at
- * counter = its slot's length, so a seed gives the same tokens however the batch is made up
- * (seeds may be NULL for greedy). tokens[rows] get the ids; logp[rows] (may be NULL) the
+ * the words of its slot's length, so the uniform a seed gives at a position never depends on the
+ * batch (seeds may be NULL for greedy). tokens[rows] get the ids; logp[rows] (may be NULL) the
  * token's log-probability under the model (log softmax of the logits over the candidates, at
  * temperature 1: what a PPO ratio is taken against). */
 int pol_gpu_dec_sample(pol_gpu_dec *d, const pol_sample_cfg *cfg, int n_valid,

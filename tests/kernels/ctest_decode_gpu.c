@@ -9,8 +9,8 @@
  *     all against the CPU's fp32 forward and the GPU's own forward;
  *   - greedy generation with continuous batching (more prompts than slots, of different lengths)
  *     equals the CPU's greedy tokens up to the first step where the CPU's top two logits are closer
- *     than the logits' measured error; copies of a prompt in one batch are identical; log-probs;
- *   - seeded sampling: the same seed gives the same tokens, other seeds others; EOS, max_new and a
+ *     than the logits' measured error, copies of a prompt in one batch too; log-probs;
+ *   - seeded sampling: a rerun gives the same tokens, other seeds others; EOS, max_new and a
  *     full slot stop a sequence with the right finish reason and length;
  *   - stop strings matched over token boundaries (against the decoded text), padded vocabulary
  *     rows never chosen even when they would win;
@@ -102,14 +102,36 @@ static float *append_and_fetch(pol_gpu_dec *d, const int32_t *slots, const int32
     return out;
 }
 
-/* got [V] against want [V] within tol (relative L2); max_err (may be NULL) collects the max abs
- * error. */
-static bool row_close(const float *got, const float *want, int V, double tol, double *max_err)
+/* One row of logits is one sample of the bf16 error, spread around the tensor-wide figure that
+ * the tolerance is argued for: a row passes within ROW_SLACK x tol, and checks over many rows
+ * also hold their aggregate to tol (as tests/gpu/test_policy_gpu.py does). */
+#define ROW_SLACK 3.0
+
+/* Rows compared so far: the aggregate relative L2, the worst row, the largest abs error. */
+typedef struct rows_acc {
+    double ee, ww, worst, max_abs;
+    int bad;
+} rows_acc;
+
+/* got [V] against want [V]: within ROW_SLACK * tol (relative L2); into acc (may be NULL). */
+static bool row_close(const float *got, const float *want, int V, double tol, rows_acc *acc)
 {
     diff df = compare(got, want, (size_t)V);
-    if (max_err && df.max_abs > *max_err)
-        *max_err = df.max_abs;
-    return df.bad == 0 && df.rel <= tol;
+    bool ok = df.bad == 0 && df.rel <= ROW_SLACK * tol;
+    if (acc) {
+        double ww = df.rms * df.rms * V;
+        acc->ee += df.rel * df.rel * ww;
+        acc->ww += ww;
+        acc->worst = df.rel > acc->worst ? df.rel : acc->worst;
+        acc->max_abs = df.max_abs > acc->max_abs ? df.max_abs : acc->max_abs;
+        acc->bad += !ok;
+    }
+    return ok;
+}
+
+static double acc_rel(const rows_acc *a)
+{
+    return a->ww > 0 ? sqrt(a->ee / a->ww) : 0;
 }
 
 /* ---- case 1: logits of every way of feeding tokens ---- */
@@ -122,6 +144,16 @@ typedef struct seq_case {
     double tol;
     double max_err; /* the largest abs logit error seen against the CPU */
 } seq_case;
+
+/* A row against the CPU's: row_close, its abs error kept for the greedy checks' gap. */
+static bool cpu_row_close(seq_case *c, const float *got, const float *want, rows_acc *acc)
+{
+    rows_acc one = {0};
+    bool ok = row_close(got, want, c->V, c->tol, acc ? acc : &one);
+    double m = acc ? acc->max_abs : one.max_abs;
+    c->max_err = m > c->max_err ? m : c->max_err;
+    return ok;
+}
 
 /* A prompt of P then C tokens one call at a time; every row against the CPU and the GPU's
  * forward. */
@@ -139,25 +171,30 @@ static void check_prompt_then_steps(seq_case *c, pol_gpu_dec *d)
     float *got = cpu && fwd ? append_and_fetch(d, slots, ids, P, c->V, &rows) : NULL;
     if (got) {
         size_t at = (size_t)(P - 1) * c->V;
-        report(rows == 1 && row_close(got, cpu + at, c->V, c->tol, &c->max_err) &&
+        report(rows == 1 && cpu_row_close(c, got, cpu + at, NULL) &&
                    row_close(got, fwd + at, c->V, c->tol, NULL),
                "%s fresh prompt of %d (flash attention): last logits = CPU and GPU forward",
                c->name, P);
     }
     free(got);
-    int bad = 0;
+    rows_acc vs_cpu = {0}, vs_fwd = {0};
+    bool fetched = true;
     for (int t = P; t < P + C; t++) {
         got = append_and_fetch(d, &slot, &ids[t], 1, c->V, &rows);
         size_t at = (size_t)t * c->V;
-        if (!got || !row_close(got, cpu + at, c->V, c->tol, &c->max_err) ||
-            !row_close(got, fwd + at, c->V, c->tol, NULL))
-            bad++;
+        fetched = fetched && got;
+        if (got) {
+            cpu_row_close(c, got, cpu + at, &vs_cpu);
+            row_close(got, fwd + at, c->V, c->tol, &vs_fwd);
+        }
         free(got);
     }
-    report(bad == 0 && pol_gpu_dec_len(d, slot) == P + C,
-           "%s %d tokens one call each (cached attention) = CPU and GPU forward: %d rows off, "
-           "max abs err %.3g",
-           c->name, C, bad, c->max_err);
+    report(fetched && vs_cpu.bad == 0 && vs_fwd.bad == 0 && acc_rel(&vs_cpu) <= c->tol &&
+               acc_rel(&vs_fwd) <= c->tol && pol_gpu_dec_len(d, slot) == P + C,
+           "%s %d tokens one call each (cached attention): rel L2 %.2e vs CPU, %.2e vs GPU "
+           "forward (tol %.2e); worst row %.2e / %.2e (tol %.2e)",
+           c->name, C, acc_rel(&vs_cpu), acc_rel(&vs_fwd), c->tol, vs_cpu.worst, vs_fwd.worst,
+           ROW_SLACK * c->tol);
     pol_gpu_dec_release(d, slot);
     free(cpu);
     free(fwd);
@@ -180,8 +217,8 @@ static void check_pieces_and_mixes(seq_case *c, pol_gpu_dec *d)
     bool ok = cpu && cpu_o;
     for (int k = 0; ok && k + 1 < 5; k++) {
         float *got = append_and_fetch(d, slots, ids + cuts[k], cuts[k + 1] - cuts[k], c->V, &rows);
-        ok = got && rows == 1 &&
-             row_close(got, cpu + (size_t)(cuts[k + 1] - 1) * c->V, c->V, c->tol, &c->max_err);
+        ok =
+            got && rows == 1 && cpu_row_close(c, got, cpu + (size_t)(cuts[k + 1] - 1) * c->V, NULL);
         free(got);
     }
     report(ok, "%s prompt of %d in pieces 5+1+24+11 = CPU after each piece", c->name, P);
@@ -202,8 +239,8 @@ static void check_pieces_and_mixes(seq_case *c, pol_gpu_dec *d)
     const int32_t *rs = NULL;
     pol_gpu_dec_rows(d, &rs);
     report(got && rows == 2 && rs[0] == a && rs[1] == b &&
-               row_close(got, cpu_c + (size_t)P * c->V, c->V, c->tol, &c->max_err) &&
-               row_close(got + c->V, cpu_o + (size_t)(Q - 1) * c->V, c->V, c->tol, &c->max_err),
+               cpu_row_close(c, got, cpu_c + (size_t)P * c->V, NULL) &&
+               cpu_row_close(c, got + c->V, cpu_o + (size_t)(Q - 1) * c->V, NULL),
            "%s one call: a running sequence's token + a new prompt of %d = CPU for both", c->name,
            Q);
     free(got);
@@ -333,7 +370,7 @@ static void check_sampling_and_stops(seq_case *c, pol_gpu_dec *d)
     int32_t prompt[P];
     fill_ids(prompt, P, c->V, 7);
     pol_gpu_gen_seq s[N], again[N];
-    static const uint64_t seeds[N] = {1, 2, 3, 1};
+    static const uint64_t seeds[N] = {1, 2, 3, 4};
     for (int i = 0; i < N; i++)
         s[i] = again[i] = (pol_gpu_gen_seq){.prompt = prompt, .n_prompt = P, .seed = seeds[i]};
     pol_gpu_gen_opts o = {.max_new = NEW,
@@ -341,48 +378,68 @@ static void check_sampling_and_stops(seq_case *c, pol_gpu_dec *d)
     char err[ERRCAP];
     if (need(pol_gpu_generate(d, s, N, &o, NULL, NULL, err, ERRCAP), "sampled generate", err) &&
         need(pol_gpu_generate(d, again, N, &o, NULL, NULL, err, ERRCAP), "sampled generate", err)) {
-        bool same_seed = s[0].n == s[3].n && !memcmp(s[0].ids, s[3].ids, NEW * sizeof(int32_t));
-        bool rerun = true, finite = true;
+        bool rerun = true, finite = true, differ = true;
         for (int i = 0; i < N; i++) {
-            rerun = rerun && !memcmp(s[i].ids, again[i].ids, NEW * sizeof(int32_t));
+            rerun = rerun && s[i].n == again[i].n &&
+                    !memcmp(s[i].ids, again[i].ids, (size_t)s[i].n * sizeof(int32_t));
             for (int t = 0; t < s[i].n; t++)
                 finite = finite && isfinite(s[i].logp[t]) && s[i].logp[t] <= 0;
+            if (i > 0)
+                differ = differ && memcmp(s[i - 1].ids, s[i].ids, NEW * sizeof(int32_t)) != 0;
         }
-        bool differ = memcmp(s[0].ids, s[1].ids, NEW * sizeof(int32_t)) != 0 &&
-                      memcmp(s[1].ids, s[2].ids, NEW * sizeof(int32_t)) != 0;
-        report(same_seed && rerun && differ && finite,
-               "%s sampling (T 0.8, top-k 40, top-p 0.9): same seed same tokens (in one batch "
-               "and again), other seeds other tokens, log-probs finite and <= 0",
+        report(rerun && differ && finite,
+               "%s sampling (T 0.8, top-k 40, top-p 0.9): a rerun with the same seeds gives the "
+               "same tokens, other seeds other tokens, log-probs finite and <= 0",
                c->name);
     }
     pol_gpu_gen_free(s, N);
     pol_gpu_gen_free(again, N);
-    /* greedy copies in one batch are the same computation: identical */
+    /* greedy copies in one batch: each is the CPU's greedy run up to its first near tie (the
+     * copies sit at different offsets of the packed prefill, whose sums may round apart) */
     pol_gpu_gen_opts gr = {.max_new = NEW};
+    int32_t want[NEW], clear[P];
+    float gap[NEW], lp[NEW];
+    double gap_tol = 2 * c->max_err + 1e-3;
+    /* a prompt whose first steps are no near ties, so that the check compares tokens */
+    bool found = false;
+    for (uint64_t seed = 40; !found && seed < 80; seed++) {
+        fill_ids(clear, P, c->V, seed);
+        found = cpu_greedy(c->m, clear, P, NEW, want, gap, lp) && gap[0] >= gap_tol &&
+                gap[1] >= gap_tol;
+    }
     for (int i = 0; i < N; i++)
-        s[i] = (pol_gpu_gen_seq){.prompt = prompt, .n_prompt = P};
-    if (need(pol_gpu_generate(d, s, N, &gr, NULL, NULL, err, ERRCAP), "greedy copies", err)) {
-        bool same = true;
-        for (int i = 1; i < N; i++)
-            same = same && s[i].n == s[0].n && !memcmp(s[i].ids, s[0].ids, NEW * sizeof(int32_t));
-        report(same, "%s greedy: %d copies of a prompt in one batch are identical", c->name, N);
-        /* EOS: the token at step 5 stops the sequence at its first appearance */
-        int32_t eos = s[0].ids[5];
+        s[i] = (pol_gpu_gen_seq){.prompt = clear, .n_prompt = P};
+    if (!found)
+        report(false, "%s greedy copies: no prompt of 40 tried starts without a near tie", c->name);
+    else if (need(pol_gpu_generate(d, s, N, &gr, NULL, NULL, err, ERRCAP), "greedy copies", err)) {
+        int wrong = 0, compared = 0;
+        for (int i = 0; i < N; i++)
+            for (int t = 0; t < s[i].n && gap[t] >= gap_tol; t++, compared++)
+                wrong += s[i].ids[t] != want[t];
+        report(wrong == 0 && compared > 0,
+               "%s greedy: %d copies of a prompt in one batch = CPU greedy (%d tokens compared)",
+               c->name, N, compared);
+    }
+    pol_gpu_gen_free(s, N);
+    /* EOS: a solo run, then the same run with its step-5 token as EOS (the same computation) */
+    pol_gpu_gen_seq ref = {.prompt = prompt, .n_prompt = P}, e = ref;
+    if (need(pol_gpu_generate(d, &ref, 1, &gr, NULL, NULL, err, ERRCAP), "greedy solo", err) &&
+        ref.n == NEW) {
+        int32_t eos = ref.ids[5];
         int first = 0;
-        while (s[0].ids[first] != eos)
+        while (ref.ids[first] != eos)
             first++;
-        pol_gpu_gen_seq e = {.prompt = prompt, .n_prompt = P};
         pol_gpu_gen_opts eo = gr;
         eo.eos = &eos;
         eo.n_eos = 1;
         if (need(pol_gpu_generate(d, &e, 1, &eo, NULL, NULL, err, ERRCAP), "eos generate", err))
             report(e.finish == POL_FINISH_EOS && e.n == first + 1 &&
-                       !memcmp(e.ids, s[0].ids, (size_t)e.n * sizeof(int32_t)),
+                       !memcmp(e.ids, ref.ids, (size_t)e.n * sizeof(int32_t)),
                    "%s EOS id %d: stops after %d tokens (kept), finish %s", c->name, eos, e.n,
                    pol_finish_name(e.finish));
-        pol_gpu_gen_free(&e, 1);
     }
-    pol_gpu_gen_free(s, N);
+    pol_gpu_gen_free(&ref, 1);
+    pol_gpu_gen_free(&e, 1);
     /* max_new, then a slot that fills (max_len = P + 4: the 5th token is drawn from a full one) */
     pol_gpu_gen_seq l = {.prompt = prompt, .n_prompt = P};
     gr.max_new = 3;
