@@ -299,41 +299,32 @@ static int upload_plan(pg_run *r, pol_gpu_dec *d, const append_plan *p)
                  "uploading the rows");
 }
 
-/* q, k, v of the tokens: projections (biases in the epilogue), per-head norms, RoPE. */
-static int dec_qkv(pg_run *r, pol_gpu_dec *d, const pg_layer_off *o, int T, const int32_t *pos)
+/* The scratch as one layer's activations for the model's shared layer code (pg_qkv_forward,
+ * pg_mlp_block_forward): the residual stream is both the layer's input and its x_mid (the adds
+ * are accumulated into it in place), the norms share one output and one rstd buffer. */
+static pg_layer_acts layer_view(dec_scratch *s)
 {
-    pol_gpu *g = d->g;
-    const pol_dims *dm = &g->d;
-    dec_scratch *s = &d->s;
-    cudaStream_t st = g->stream;
-    bool qk = g->cfg.qk_norm;
-    int qd = (int)dm->qd, kvd = (int)dm->kvd;
-    kg_bf16 *qp = qk ? s->q_raw : s->q, *kp = qk ? s->k_raw : s->k;
-    if (pg_ck(r,
-              kg_matmul(g->mm, qp, s->xn, pg_w(g, o->wq), pg_w(g, o->bq), T, qd, dm->D, 0, 1, 0.0f,
-                        st),
-              "q_proj") ||
-        pg_ck(r,
-              kg_matmul(g->mm, kp, s->xn, pg_w(g, o->wk), pg_w(g, o->bk), T, kvd, dm->D, 0, 1, 0.0f,
-                        st),
-              "k_proj") ||
-        pg_ck(r,
-              kg_matmul(g->mm, s->v, s->xn, pg_w(g, o->wv), pg_w(g, o->bv), T, kvd, dm->D, 0, 1,
-                        0.0f, st),
-              "v_proj"))
-        return -1;
-    float eps = g->cfg.rms_eps;
-    if (qk && (pg_ck(r,
-                     kg_rmsnorm_forward(s->q, s->rstd, s->q_raw, pg_w(g, o->q_norm), T * dm->H,
-                                        dm->hd, eps, st),
-                     "q_norm") ||
-               pg_ck(r,
-                     kg_rmsnorm_forward(s->k, s->rstd, s->k_raw, pg_w(g, o->k_norm), T * dm->KV,
-                                        dm->hd, eps, st),
-                     "k_norm")))
-        return -1;
-    return pg_ck(r, kg_rope(s->q, pos, g->inv_freq, T, dm->H, dm->hd, 1, st), "q rope") ||
-           pg_ck(r, kg_rope(s->k, pos, g->inv_freq, T, dm->KV, dm->hd, 1, st), "k rope");
+    pg_layer_acts A = {
+        .x_in = s->x,
+        .rstd1 = s->rstd,
+        .xn1 = s->xn,
+        .q_raw = s->q_raw,
+        .k_raw = s->k_raw,
+        .q_rstd = s->rstd,
+        .k_rstd = s->rstd,
+        .q = s->q,
+        .k = s->k,
+        .v = s->v,
+        .att = s->att,
+        .lse = s->lse,
+        .x_mid = s->x,
+        .rstd2 = s->rstd,
+        .xn2 = s->xn,
+        .gate = s->gate,
+        .up = s->up,
+        .act = s->act,
+    };
+    return A;
 }
 
 /* One layer over the T tokens of the plan, the residual stream s->x updated in place. */
@@ -350,11 +341,14 @@ static int dec_layer(pg_run *r, pol_gpu_dec *d, int l, const append_plan *p)
                   *doc = s->ints + 4 * (size_t)d->max_tokens;
     kg_bf16 *kc = d->k_cache + (size_t)l * d->layer_stride,
             *vc = d->v_cache + (size_t)l * d->layer_stride;
-    float eps = g->cfg.rms_eps, scale = 1.0f / sqrtf((float)dm->hd);
+    float scale = 1.0f / sqrtf((float)dm->hd);
+    pg_layer_acts A = layer_view(s);
     r->layer = l;
-    if (pg_ck(r, kg_rmsnorm_forward(s->xn, s->rstd, s->x, pg_w(g, o->attn_norm), T, dm->D, eps, st),
+    if (pg_ck(r,
+              kg_rmsnorm_forward(s->xn, s->rstd, s->x, pg_w(g, o->attn_norm), T, dm->D,
+                                 g->cfg.rms_eps, st),
               "input_layernorm") ||
-        dec_qkv(r, d, o, T, pos) ||
+        pg_qkv_forward(r, o, &A, T, pos) ||
         pg_ck(r,
               kg_kv_write(kc, vc, s->k, s->v, slot, pos, T, d->n_slots, d->max_len, dm->KV, dm->hd,
                           st),
@@ -365,23 +359,14 @@ static int dec_layer(pg_run *r, pol_gpu_dec *d, int l, const append_plan *p)
                                                dm->KV, dm->hd, scale, st)
                         : kg_decode_attention(s->att, s->q, kc, vc, slot, ctx, T, dm->H, dm->KV,
                                               dm->hd, d->n_slots, d->max_len, scale, st);
-    /* the residual adds ride on the matmuls (beta = 1), as in the training forward */
+    /* the residual adds ride on the matmuls (beta = 1), as in the training forward, here in
+     * place: the stream is both the layer's input and its x_mid */
     if (pg_ck(r, e, p->fresh ? "attention (prefill)" : "attention (cached)") ||
         pg_ck(r,
               kg_matmul(g->mm, s->x, s->att, pg_w(g, o->wo), NULL, T, dm->D, (int)dm->qd, 0, 1,
                         1.0f, st),
               "o_proj + residual") ||
-        pg_ck(r, kg_rmsnorm_forward(s->xn, s->rstd, s->x, pg_w(g, o->mlp_norm), T, dm->D, eps, st),
-              "post_attention_layernorm") ||
-        pg_ck(r,
-              kg_matmul(g->mm, s->gate, s->xn, pg_w(g, o->w_gate), NULL, T, dm->F, dm->D, 0, 1,
-                        0.0f, st),
-              "gate_proj") ||
-        pg_ck(
-            r,
-            kg_matmul(g->mm, s->up, s->xn, pg_w(g, o->w_up), NULL, T, dm->F, dm->D, 0, 1, 0.0f, st),
-            "up_proj") ||
-        pg_ck(r, kg_swiglu_forward(s->act, s->gate, s->up, (size_t)T * dm->F, st), "swiglu") ||
+        pg_mlp_block_forward(r, o, &A, T, NULL) ||
         pg_ck(r,
               kg_matmul(g->mm, s->x, s->act, pg_w(g, o->w_down), NULL, T, dm->D, dm->F, 0, 1, 1.0f,
                         st),

@@ -472,6 +472,11 @@ int pol_gpu_n_tokens(const pol_gpu *g)
     return g->fwd_valid ? g->a.N : 0;
 }
 
+size_t pol_gpu_activation_bytes(const pol_gpu *g)
+{
+    return g->fwd_valid ? g->a.bytes : 0;
+}
+
 cudaStream_t pol_gpu_stream(const pol_gpu *g)
 {
     return g->stream;

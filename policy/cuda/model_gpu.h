@@ -63,11 +63,32 @@ int pol_gpu_upload_adamw(pol_gpu *g, const pol_adamw *o, char *err, size_t errca
 /* Runs the model on n packed tokens: ids [n] (each in [0, vocab)); pos [n] (>= 0) or NULL for the
  * position inside the document (t - doc_start[t]); doc_start [n] or NULL for one document
  * (documents contiguous: doc_start[0] = 0, then doc_start[t] is doc_start[t - 1] or t). Fills the
- * logits (LM head) or values (value head) on the device. train keeps every activation that a
- * backward needs. Inputs are checked on the host before anything is uploaded. A failed forward
- * leaves no forward to read: fetches and backwards refuse until the next one succeeds. */
+ * logits (LM head) or values (value head) on the device. train keeps what a backward needs:
+ * every activation, or with recompute (below) every layer's input. Inputs are checked on the host
+ * before anything is uploaded. A failed forward leaves no forward to read: fetches and backwards
+ * refuse until the next one succeeds. */
 int pol_gpu_forward(pol_gpu *g, const int32_t *ids, const int32_t *pos, const int32_t *doc_start,
                     int n, bool train, char *err, size_t errcap);
+
+/* Activation recomputation, off by default. Off, a train forward keeps all of every layer's
+ * activations for the backward: per token and layer 8D + 4qd + 4kvd + 6F + 4H + 8 bytes (D
+ * hidden, qd / kvd the q / kv widths, F intermediate, H heads; the q/k norm adds
+ * 2qd + 2kvd + 4H + 4KV), 40 KB for Qwen2.5-0.5B. On, it keeps only each layer's input residual
+ * x_in (2D bytes per token and layer) and runs every layer through one shared layer buffer; the
+ * backward reruns layer l's forward from its kept input into that buffer right before layer l's
+ * backward. The layers' activations drop from L layers to about one layer + L residuals, for one
+ * more forward of the trunk per backward (less the down projections, whose outputs are kept
+ * already). Nothing else is kept per layer: the per-row scalars (rstd, the attention's lse) would
+ * spare no work, as the tensors they normalise are recomputed anyway. The recompute is the
+ * forward's own code on the same inputs, so its activations are the first forward's bit for bit
+ * and the gradients those without recompute (up to the run-to-run order of the backward's atomic
+ * sums, kernels.h, which is the same either way). It matters to train forwards only, on any model
+ * (an inference-only one too: its train forwards then keep less); inference forwards always run
+ * through one layer's buffers. A change invalidates the last forward and frees the activation
+ * arena (the next forward allocates what the setting needs). With recompute the backward reads
+ * the weights again: change none (pol_gpu_upload, pol_gpu_step) between a forward and its
+ * backward. */
+int pol_gpu_set_recompute(pol_gpu *g, bool on, char *err, size_t errcap);
 
 /* From the last forward (LM head), to the host: logp[t] = log softmax(logits_t)[targets[t]]
  * (0 where targets[t] < 0; targets >= vocab are an error) and entropy[t] = -sum_j p_j log p_j of
@@ -104,12 +125,17 @@ int pol_gpu_step(pol_gpu *g, const pol_adamw_cfg *cfg, double max_norm, double *
 /* ---- access and debugging ---- */
 
 /* The residual stream after layer `layer` (0-based; the last is the final norm's input) of the
- * last TRAIN forward, as fp32 [n, hidden] on the host: the per-layer check against the CPU. */
+ * last TRAIN forward (with recompute too: the layers' inputs are what it keeps), as fp32
+ * [n, hidden] on the host: the per-layer check against the CPU. */
 int pol_gpu_residual(pol_gpu *g, int layer, float *out, char *err, size_t errcap);
 /* The last forward's logits [n, vocab] (device, bf16; NULL without an LM-head forward), its
  * token count, and the model's stream (for work queued after the model's own). */
 const kg_bf16 *pol_gpu_logits(const pol_gpu *g);
 int pol_gpu_n_tokens(const pol_gpu *g);
 cudaStream_t pol_gpu_stream(const pol_gpu *g);
+/* The device bytes that the last forward's activations (and its backward's scratch, for a train
+ * forward) take in the activation arena; 0 without a forward to read. For tests and memory
+ * planning: the arena itself may be larger, kept from a bigger forward. */
+size_t pol_gpu_activation_bytes(const pol_gpu *g);
 
 #endif

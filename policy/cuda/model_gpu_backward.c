@@ -1,6 +1,8 @@
 /* The GPU model's backward (see model_gpu.h), in the order of policy/model_backward.c: a head's
  * backward gives dL/dh, then the trunk runs the layers in reverse from the activations the train
- * forward kept (no recomputation). Activation gradients are bf16; weight gradients are fp32 and
+ * forward kept, or, with recompute, from the ones pg_layer_forward writes again into the shared
+ * layer buffer from the layer's kept input right before the layer's backward. Activation
+ * gradients are bf16; weight gradients are fp32 and
  * ACCUMULATED (kg_matmul_f32out with beta = 1, and the kernels' += on norm weights, biases and
  * the embedding), so that micro-batches add up until pol_gpu_zero_grad.
  *
@@ -145,6 +147,18 @@ static int attn_backward(pg_run *r, const pg_layer_off *o, const pg_layer_acts *
            qk_backward(r, o, A) || qkv_proj_backward(r, o, A);
 }
 
+/* Layer l's activations again, from its kept input into the shared buffer A, by the forward's
+ * own code (bit for bit the first forward's); its output is not needed (the next layer's input is
+ * kept), so the down projection is skipped. Errors name the recompute. */
+static int recompute_layer(pg_run *r, int l, pg_layer_acts *A)
+{
+    const char *phase = r->phase;
+    r->phase = "backward (recompute)";
+    int rc = pg_layer_forward(r, l, A, NULL);
+    r->phase = phase;
+    return rc;
+}
+
 int pg_trunk_backward(pg_run *r)
 {
     pol_gpu *g = r->g;
@@ -158,8 +172,11 @@ int pg_trunk_backward(pg_run *r)
               "model.norm"))
         return -1;
     for (int l = d->L - 1; l >= 0; l--) {
+        pg_layer_acts *A = pg_layer_acts_for(a, l);
+        if (a->recompute && recompute_layer(r, l, A) != 0)
+            return -1;
         r->layer = l;
-        if (mlp_backward(r, &g->lo[l], &a->layers[l]) || attn_backward(r, &g->lo[l], &a->layers[l]))
+        if (mlp_backward(r, &g->lo[l], A) || attn_backward(r, &g->lo[l], A))
             return -1;
     }
     r->layer = -1;

@@ -9,8 +9,10 @@
  * Activations are bf16, every sum fp32 (cuBLASLt, the kernels). The residual adds ride on the
  * matmuls: x_mid starts as a copy of x and the o_proj product is accumulated into it (beta = 1),
  * so the sum is rounded to bf16 once. Everything lives in one device arena carved per call; a
- * train forward keeps every layer's activations for the backward, an inference one reuses one
- * layer's. Also the reads of a forward's outputs: log-probs, entropies, values. */
+ * train forward keeps every layer's activations for the backward, or with recompute only every
+ * layer's input (the layers run through one shared buffer, and the backward reruns each layer
+ * into it through the same pg_layer_forward); an inference one reuses one layer's. Also the reads
+ * of a forward's outputs: log-probs, entropies, values. */
 #include "policy/cuda/model_gpu_internal.h"
 
 #include <limits.h>
@@ -34,11 +36,13 @@ static void *take(uint8_t *base, size_t *used, size_t bytes)
 #define TAKE_F(n) ((float *)take(base, used, (size_t)(n) * sizeof(float)))
 #define TAKE_I(n) ((int32_t *)take(base, used, (size_t)(n) * sizeof(int32_t)))
 
+/* One layer's activations; with_input false leaves x_in NULL (recompute's shared buffer: its
+ * input is each layer's kept one). */
 static void carve_layer(pg_layer_acts *l, uint8_t *base, size_t *used, size_t N, const pol_dims *d,
-                        bool qk_norm)
+                        bool qk_norm, bool with_input)
 {
     memset(l, 0, sizeof *l);
-    l->x_in = TAKE_BF(N * d->D);
+    l->x_in = with_input ? TAKE_BF(N * d->D) : NULL;
     l->rstd1 = TAKE_F(N);
     l->xn1 = TAKE_BF(N * d->D);
     if (qk_norm) {
@@ -60,6 +64,26 @@ static void carve_layer(pg_layer_acts *l, uint8_t *base, size_t *used, size_t N,
     l->act = TAKE_BF(N * d->F);
 }
 
+/* The layers' part of the layout. Train: every layer in full, or with recompute every layer's
+ * input and one shared layer (work) that the forward and the backward's reruns go through.
+ * Inference: one layer, run in place. */
+static void carve_layers(pol_gpu *g, uint8_t *base, size_t *used, size_t N, bool train)
+{
+    pg_acts *a = &g->a;
+    const pol_dims *d = &g->d;
+    memset(&a->work, 0, sizeof a->work);
+    if (!a->recompute) {
+        for (int l = 0; l < (train ? d->L : 1); l++)
+            carve_layer(&a->layers[l], base, used, N, d, g->cfg.qk_norm, true);
+        return;
+    }
+    for (int l = 0; l < d->L; l++) {
+        memset(&a->layers[l], 0, sizeof a->layers[l]);
+        a->layers[l].x_in = TAKE_BF(N * d->D);
+    }
+    carve_layer(&a->work, base, used, N, d, g->cfg.qk_norm, false);
+}
+
 /* Lays out every buffer of an N-token forward (and its backward when train) from base, or
  * with base NULL counts the bytes into *used. */
 static void carve(pol_gpu *g, uint8_t *base, size_t *used, int n, bool train)
@@ -68,11 +92,11 @@ static void carve(pol_gpu *g, uint8_t *base, size_t *used, int n, bool train)
     const pol_dims *d = &g->d;
     size_t N = (size_t)n;
     bool lm = g->head == POL_HEAD_LM;
+    a->recompute = train && g->recompute;
     a->ids = TAKE_I(N);
     a->pos = TAKE_I(N);
     a->doc_start = TAKE_I(N);
-    for (int l = 0; l < (train ? d->L : 1); l++)
-        carve_layer(&a->layers[l], base, used, N, d, g->cfg.qk_norm);
+    carve_layers(g, base, used, N, train);
     a->x_final = TAKE_BF(N * d->D);
     a->rstd_f = TAKE_F(N);
     a->h = TAKE_BF(N * d->D);
@@ -127,6 +151,24 @@ static int prepare(pg_run *r, int n, bool train)
     carve(g, g->arena, &used, n, train);
     g->a.N = n;
     g->a.train = train;
+    g->a.bytes = used;
+    return 0;
+}
+
+int pol_gpu_set_recompute(pol_gpu *g, bool on, char *err, size_t errcap)
+{
+    pg_run r = {g, err, errcap, "set_recompute", -1};
+    if (g->recompute == on)
+        return 0;
+    g->recompute = on;
+    g->fwd_valid = false; /* its layout is the other setting's */
+    /* the arena goes, so that the next forward allocates what the new setting needs (turning
+     * recompute on is how memory is given back); nothing queued may still use it */
+    if (pg_sync(&r) != 0)
+        return -1;
+    cudaFree(g->arena);
+    g->arena = NULL;
+    g->arena_bytes = 0;
     return 0;
 }
 
@@ -179,12 +221,12 @@ static int upload_inputs(pg_run *r, const int32_t *host)
 /* ---- the layers ---- */
 
 /* q/k/v projections (biases in the matmul's epilogue), the per-head q/k norm, RoPE */
-static int qkv_forward(pg_run *r, const pg_layer_off *o, pg_layer_acts *A)
+int pg_qkv_forward(pg_run *r, const pg_layer_off *o, pg_layer_acts *A, int N, const int32_t *pos)
 {
     pol_gpu *g = r->g;
     const pol_dims *d = &g->d;
     cudaStream_t s = g->stream;
-    int N = g->a.N, qd = (int)d->qd, kvd = (int)d->kvd;
+    int qd = (int)d->qd, kvd = (int)d->kvd;
     bool qk = g->cfg.qk_norm;
     float eps = g->cfg.rms_eps;
     /* without the q/k norm the projections land in q and k and are rotated in place */
@@ -211,37 +253,48 @@ static int qkv_forward(pg_run *r, const pg_layer_off *o, pg_layer_acts *A)
                                         d->hd, eps, s),
                      "k_norm")))
         return -1;
-    return pg_ck(r, kg_rope(A->q, g->a.pos, g->inv_freq, N, d->H, d->hd, 1, s), "q rope") ||
-           pg_ck(r, kg_rope(A->k, g->a.pos, g->inv_freq, N, d->KV, d->hd, 1, s), "k rope");
+    return pg_ck(r, kg_rope(A->q, pos, g->inv_freq, N, d->H, d->hd, 1, s), "q rope") ||
+           pg_ck(r, kg_rope(A->k, pos, g->inv_freq, N, d->KV, d->hd, 1, s), "k rope");
 }
 
-/* One decoder layer: A->x_in -> out (out may be A->x_in: the input is dead by then). */
-static int layer_forward(pg_run *r, int l, pg_layer_acts *A, kg_bf16 *out)
+/* The attention block: input norm, q/k/v, attention, then x_mid = x_in + att Wo^T (x_mid starts
+ * as a copy of x_in and the o_proj product is accumulated into it). */
+static int attn_block_forward(pg_run *r, const pg_layer_off *o, pg_layer_acts *A)
 {
     pol_gpu *g = r->g;
     const pol_dims *d = &g->d;
-    const pg_layer_off *o = &g->lo[l];
     cudaStream_t s = g->stream;
     int N = g->a.N;
     size_t res_bytes = (size_t)N * d->D * sizeof(kg_bf16);
     float eps = g->cfg.rms_eps, scale = 1.0f / sqrtf((float)d->hd);
-    r->layer = l;
+    return pg_ck(r,
+                 kg_rmsnorm_forward(A->xn1, A->rstd1, A->x_in, pg_w(g, o->attn_norm), N, d->D, eps,
+                                    s),
+                 "input_layernorm") ||
+           pg_qkv_forward(r, o, A, N, g->a.pos) ||
+           pg_ck(r,
+                 kg_attention_forward(A->att, A->lse, A->q, A->k, A->v, g->a.doc_start, N, d->H,
+                                      d->KV, d->hd, scale, s),
+                 "attention") ||
+           pg_ck(r, cudaMemcpyAsync(A->x_mid, A->x_in, res_bytes, cudaMemcpyDeviceToDevice, s),
+                 "residual copy") ||
+           pg_ck(r,
+                 kg_matmul(g->mm, A->x_mid, A->att, pg_w(g, o->wo), NULL, N, d->D, (int)d->qd, 0, 1,
+                           1.0f, s),
+                 "o_proj + residual");
+}
+
+/* The MLP block: post-attention norm, gate / up, SwiGLU; then, unless out is NULL,
+ * out = x_mid + act Wd^T (the same copy-and-accumulate). */
+int pg_mlp_block_forward(pg_run *r, const pg_layer_off *o, pg_layer_acts *A, int N, kg_bf16 *out)
+{
+    pol_gpu *g = r->g;
+    const pol_dims *d = &g->d;
+    cudaStream_t s = g->stream;
+    size_t res_bytes = (size_t)N * d->D * sizeof(kg_bf16);
     if (pg_ck(r,
-              kg_rmsnorm_forward(A->xn1, A->rstd1, A->x_in, pg_w(g, o->attn_norm), N, d->D, eps, s),
-              "input_layernorm") ||
-        qkv_forward(r, o, A) ||
-        pg_ck(r,
-              kg_attention_forward(A->att, A->lse, A->q, A->k, A->v, g->a.doc_start, N, d->H, d->KV,
-                                   d->hd, scale, s),
-              "attention") ||
-        pg_ck(r, cudaMemcpyAsync(A->x_mid, A->x_in, res_bytes, cudaMemcpyDeviceToDevice, s),
-              "residual copy") ||
-        pg_ck(r,
-              kg_matmul(g->mm, A->x_mid, A->att, pg_w(g, o->wo), NULL, N, d->D, (int)d->qd, 0, 1,
-                        1.0f, s),
-              "o_proj + residual") ||
-        pg_ck(r,
-              kg_rmsnorm_forward(A->xn2, A->rstd2, A->x_mid, pg_w(g, o->mlp_norm), N, d->D, eps, s),
+              kg_rmsnorm_forward(A->xn2, A->rstd2, A->x_mid, pg_w(g, o->mlp_norm), N, d->D,
+                                 g->cfg.rms_eps, s),
               "post_attention_layernorm") ||
         pg_ck(r,
               kg_matmul(g->mm, A->gate, A->xn2, pg_w(g, o->w_gate), NULL, N, d->F, d->D, 0, 1, 0.0f,
@@ -250,15 +303,39 @@ static int layer_forward(pg_run *r, int l, pg_layer_acts *A, kg_bf16 *out)
         pg_ck(r,
               kg_matmul(g->mm, A->up, A->xn2, pg_w(g, o->w_up), NULL, N, d->F, d->D, 0, 1, 0.0f, s),
               "up_proj") ||
-        pg_ck(r, kg_swiglu_forward(A->act, A->gate, A->up, (size_t)N * d->F, s), "swiglu") ||
-        pg_ck(r, cudaMemcpyAsync(out, A->x_mid, res_bytes, cudaMemcpyDeviceToDevice, s),
-              "residual copy") ||
-        pg_ck(r,
-              kg_matmul(g->mm, out, A->act, pg_w(g, o->w_down), NULL, N, d->D, d->F, 0, 1, 1.0f, s),
-              "down_proj + residual"))
+        pg_ck(r, kg_swiglu_forward(A->act, A->gate, A->up, (size_t)N * d->F, s), "swiglu"))
+        return -1;
+    if (!out)
+        return 0;
+    return pg_ck(r, cudaMemcpyAsync(out, A->x_mid, res_bytes, cudaMemcpyDeviceToDevice, s),
+                 "residual copy") ||
+           pg_ck(r,
+                 kg_matmul(g->mm, out, A->act, pg_w(g, o->w_down), NULL, N, d->D, d->F, 0, 1, 1.0f,
+                           s),
+                 "down_proj + residual");
+}
+
+/* The one code path of a layer's forward, for the forward and for the backward's recompute: the
+ * same kernels on the same shapes and inputs (ids, pos, doc_start, inv_freq, weights) give the
+ * same bits. */
+int pg_layer_forward(pg_run *r, int l, pg_layer_acts *A, kg_bf16 *out)
+{
+    const pg_layer_off *o = &r->g->lo[l];
+    r->layer = l;
+    if (attn_block_forward(r, o, A) || pg_mlp_block_forward(r, o, A, r->g->a.N, out))
         return -1;
     r->layer = -1;
     return 0;
+}
+
+pg_layer_acts *pg_layer_acts_for(pg_acts *a, int l)
+{
+    if (!a->train)
+        return &a->layers[0];
+    if (!a->recompute)
+        return &a->layers[l];
+    a->work.x_in = a->layers[l].x_in;
+    return &a->work;
 }
 
 static int heads_forward(pg_run *r)
@@ -293,10 +370,12 @@ static int run_forward(pg_run *r)
                                g->stream),
               "embed_tokens"))
         return -1;
+    /* each layer's output is the next one's input: kept per layer by a train forward (with
+     * recompute too), run in place by an inference one */
     for (int l = 0; l < d->L; l++) {
-        pg_layer_acts *A = &a->layers[a->train ? l : 0];
+        pg_layer_acts *A = pg_layer_acts_for(a, l);
         kg_bf16 *out = l + 1 < d->L ? a->layers[a->train ? l + 1 : 0].x_in : a->x_final;
-        if (layer_forward(r, l, A, out) != 0)
+        if (pg_layer_forward(r, l, A, out) != 0)
             return -1;
     }
     return heads_forward(r);

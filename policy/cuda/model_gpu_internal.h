@@ -23,7 +23,8 @@ typedef struct pg_layer_off {
 } pg_layer_off;
 
 /* One layer's activations on the device (bf16 unless float), kept for the backward by a train
- * forward; the same names as pol_layer_acts. */
+ * forward; the same names as pol_layer_acts. With recompute a layer keeps only x_in, and the rest
+ * lives in pg_acts.work, which every layer shares. */
 typedef struct pg_layer_acts {
     kg_bf16 *x_in;            /* [N, D] residual stream entering the layer */
     float *rstd1;             /* [N] */
@@ -43,14 +44,21 @@ typedef struct pg_layer_acts {
 typedef struct pg_acts {
     int N;
     bool train;
+    bool recompute; /* train with recompute: the layers keep only x_in, the backward reruns them */
+    size_t bytes;   /* the arena bytes this layout takes (the arena may be larger) */
     int32_t *ids, *pos, *doc_start; /* [N] */
-    pg_layer_acts *layers;          /* L entries (host array); only [0] is carved without train */
-    kg_bf16 *x_final, *h;           /* [N, D] */
-    float *rstd_f;                  /* [N] */
-    kg_bf16 *logits;                /* [N, V] (LM head) */
-    float *values;                  /* [N] (value head) */
-    int32_t *targets;               /* [N] log-prob targets (masked ones set to 0) */
-    float *logp, *ent;              /* [N] */
+    /* L entries (host array): every one carved in full by a train forward, only their x_in with
+     * recompute; without train only [0], which every layer runs through */
+    pg_layer_acts *layers;
+    /* recompute only: the one layer's activations (x_in aside) that every layer runs through, in
+     * the forward and again in the backward; pg_layer_acts_for points its x_in at the layer's */
+    pg_layer_acts work;
+    kg_bf16 *x_final, *h; /* [N, D] */
+    float *rstd_f;        /* [N] */
+    kg_bf16 *logits;      /* [N, V] (LM head) */
+    float *values;        /* [N] (value head) */
+    int32_t *targets;     /* [N] log-prob targets (masked ones set to 0) */
+    float *logp, *ent;    /* [N] */
     /* backward scratch (train only) */
     kg_bf16 *d_res, *d_xn;          /* [N, D] gradient of the residual stream; of a norm's output */
     kg_bf16 *d_att, *dq;            /* [N, qd] */
@@ -73,6 +81,7 @@ struct pol_gpu {
     pg_layer_off *lo;
     size_t embed, final_norm, lm_head, score_w, score_b; /* PG_NONE when absent */
     bool training;
+    bool recompute; /* pol_gpu_set_recompute's setting, for the next train forward */
 
     cudaStream_t stream;
     kg_matmul_ctx *mm;
@@ -121,6 +130,24 @@ static inline float *pg_g(const pol_gpu *g, size_t off)
 /* Shared by backward and logprobs: uploads targets [N] with the masked ones (< 0) set to 0, after
  * checking that none reaches the vocabulary. */
 int pg_upload_targets(pg_run *r, const int32_t *targets);
+
+/* Where layer l's activations live in the current layout: its own entry after a train forward;
+ * with recompute the shared a->work, whose x_in this points at layer l's kept input; without train
+ * entry 0, which every layer reuses. */
+pg_layer_acts *pg_layer_acts_for(pg_acts *a, int l);
+
+/* One decoder layer of the forward: A->x_in -> every activation in A -> out (out may be A->x_in:
+ * the input is dead by then). out NULL stops once the activations the backward reads are written
+ * (a recompute: the layer's output is already kept as the next layer's input). */
+int pg_layer_forward(pg_run *r, int l, pg_layer_acts *A, kg_bf16 *out);
+
+/* A layer's q, k, v for N tokens at positions pos from A->xn1: the projections (biases in the
+ * epilogue), the per-head q/k norm (into A->q_raw / k_raw first, rstd into A->q_rstd / k_rstd),
+ * RoPE. Shared by the forward and the decoder (decode_gpu.c). */
+int pg_qkv_forward(pg_run *r, const pg_layer_off *o, pg_layer_acts *A, int N, const int32_t *pos);
+/* A layer's MLP block for N tokens from A->x_mid: post-attention norm, gate / up, SwiGLU into
+ * A->act; then, unless out is NULL, out = x_mid + act Wd^T. Shared like pg_qkv_forward. */
+int pg_mlp_block_forward(pg_run *r, const pg_layer_off *o, pg_layer_acts *A, int N, kg_bf16 *out);
 
 /* The trunk's backward from dL/dh (in a.d_xn), ending in the embedding's gradient. */
 int pg_trunk_backward(pg_run *r);

@@ -18,6 +18,10 @@
  *   - every tensor's gradient vs pol_model_backward / pol_critic_backward (relative L2 and
  *     cosine, grad_ok), and the loss;
  *   - two micro-batches' backwards = the sum of each alone;
+ *   - activation recomputation (pol_gpu_set_recompute) against none, same batch, same model: the
+ *     outputs, every residual and the loss the same bits, every matrix's gradient the same bits
+ *     and the atomic sums' within 1e-3 (check_same_grads), a smaller activation arena (the
+ *     0.5B shape's forward too, which has no training state);
  *   - clip + two AdamW steps vs policy/adamw.c on the same (CPU) gradients: master weights, both
  *     moments, the step count and the norm; then a forward through the new bf16 weights;
  *   - bad input: head_dim 32, ids / positions / documents / targets / weights out of range,
@@ -528,6 +532,184 @@ static void check_after_step(const char *name, pol_model *m, pol_gpu *g, const b
     pol_fwd_deinit(&f);
 }
 
+/* ---- activation recomputation ---- */
+
+/* Whether the GPU computes a tensor's gradient as one cuBLASLt product per backward (fp32 out,
+ * beta 1 onto zeroed gradients): every matrix but the embedding (atomic row adds, plus the tied
+ * head's product) and the value head's row (a column sum). The rest (norms, biases, embedding,
+ * value head) are sums that blocks add with atomics. */
+static bool grad_by_matmul(const pol_param_info *t)
+{
+    return !t->is_norm_or_bias && strcmp(t->name, "model.embed_tokens.weight") != 0 &&
+           strcmp(t->name, "score.weight") != 0;
+}
+
+/* What one train forward (+ backward) leaves, for comparing recompute off and on. */
+typedef struct recompute_run {
+    pol_model grads; /* a receiver of the downloaded gradients (with a backward) */
+    bool has_grads;
+    float *res;   /* [L, n, hidden] every layer's residual (after the backward, if any) */
+    float *out;   /* the logits [n, V] or the values [n] of the forward */
+    double loss;  /* the LM loss of the backward */
+    size_t bytes; /* pol_gpu_activation_bytes after the forward */
+} recompute_run;
+
+static bool recompute_run_init(recompute_run *r, const pol_model *m, size_t n, bool backward)
+{
+    pol_dims d = pol_dims_of(&m->cfg);
+    size_t nout = m->head == POL_HEAD_LM ? n * d.V : n;
+    memset(r, 0, sizeof *r);
+    r->res = malloc((size_t)d.L * n * d.D * sizeof *r->res);
+    r->out = malloc(nout * sizeof *r->out);
+    r->has_grads = backward && receiver(&r->grads, m);
+    return r->res && r->out && (r->has_grads || !backward);
+}
+
+static void recompute_run_free(recompute_run *r)
+{
+    if (r->has_grads)
+        pol_model_deinit(&r->grads);
+    free(r->res);
+    free(r->out);
+}
+
+/* With recompute on or off: (zero_grad,) a train forward, its outputs and arena size, (the
+ * backward: the LM loss with or without entropy, or dvalues for a value head,) then every
+ * layer's residual, read after the backward so that a recompute that wrote over a kept input
+ * shows, (and the gradients). */
+static bool recompute_run_once(pol_gpu *g, const pol_model *m, const batch *b, bool on,
+                               bool entropy, const float *dvalues, recompute_run *r)
+{
+    char err[ERRCAP];
+    pol_dims d = pol_dims_of(&m->cfg);
+    size_t nD = (size_t)b->n * d.D;
+    bool lm = m->head == POL_HEAD_LM;
+    if (!need(pol_gpu_set_recompute(g, on, err, ERRCAP), "set_recompute", err) ||
+        (r->has_grads && !need(pol_gpu_zero_grad(g, err, ERRCAP), "zero_grad", err)) ||
+        !need(pol_gpu_forward(g, b->ids, b->pos, b->doc_start, b->n, true, err, ERRCAP), "forward",
+              err))
+        return false;
+    r->bytes = pol_gpu_activation_bytes(g);
+    if (lm)
+        gpu_logits(g, r->out, (size_t)b->n * d.V);
+    else if (!need(pol_gpu_values(g, r->out, err, ERRCAP), "values", err))
+        return false;
+    if (r->has_grads) {
+        bool ok = lm ? need(pol_gpu_backward(g, b->targets, b->w_logp, entropy ? b->w_ent : NULL,
+                                             &r->loss, err, ERRCAP),
+                            "backward", err)
+                     : need(pol_gpu_backward_value(g, dvalues, err, ERRCAP), "backward_value", err);
+        if (!ok)
+            return false;
+    }
+    for (int l = 0; l < d.L; l++)
+        if (!need(pol_gpu_residual(g, l, r->res + (size_t)l * nD, err, ERRCAP), "residual", err))
+            return false;
+    return !r->has_grads ||
+           need(pol_gpu_download_grads(g, &r->grads, err, ERRCAP), "download_grads", err);
+}
+
+/* The gradients with recompute against those without. The recompute reruns the forward's own
+ * kernels on the same inputs, so every activation the backward reads is the same bits, and so is
+ * every gradient that no atomic sum reaches: the matrices' (grad_by_matmul). At these sizes the
+ * activation gradients see no order-dependent atomics: the attention backward's dq adds one
+ * partial per 64-key tile into a row of <= 128 tokens, at most two onto zero, and two adds
+ * commute; rmsnorm's dx is per row. The atomic sums themselves (norms, biases, embedding, value
+ * head: kernels.h, not reproducible from run to run, recompute or not) get check_accumulation's
+ * 1e-3, which a wrong recomputed activation (10-100%) would miss by far. */
+static void check_same_grads(const char *name, const pol_model *m, const float *off,
+                             const float *on)
+{
+    size_t exact = 0, exact_same = 0, atomic = 0, atomic_same = 0, nonfinite = 0;
+    double worst = 0;
+    const char *worst_name = "", *first_diff = NULL;
+    for (size_t i = 0; i < m->n_tensors; i++) {
+        const pol_param_info *t = &m->tensors[i];
+        const float *a = off + t->offset, *b = on + t->offset;
+        bool same = memcmp(a, b, t->numel * sizeof *a) == 0;
+        if (grad_by_matmul(t)) {
+            exact++;
+            exact_same += same;
+            if (!same && !first_diff)
+                first_diff = t->name;
+            continue;
+        }
+        diff d = compare(b, a, t->numel);
+        atomic++;
+        atomic_same += same;
+        nonfinite += d.bad + !isfinite(d.rel);
+        if (d.rel > worst) {
+            worst = d.rel;
+            worst_name = t->name;
+        }
+    }
+    report(exact_same == exact,
+           "%s recompute: gradients bitwise equal (%zu tensors, of %zu matrices%s%s)", name,
+           exact_same, exact, first_diff ? "; first differing: " : "",
+           first_diff ? first_diff : "");
+    report(worst <= 1e-3 && nonfinite == 0,
+           "%s recompute: the %zu atomic-sum gradients (norms, biases, embedding, value head) "
+           "within rel L2 %.2e (%s, tol 1e-3), %zu of them bitwise equal%s",
+           name, atomic, worst, worst_name, atomic_same, nonfinite ? ", NON-FINITE values" : "");
+}
+
+/* Recompute keeps every layer's input and one layer's activations instead of every layer's: it
+ * saves at least the other L - 1 layers' xn1, x_mid, xn2 (2 bytes x hidden each) and gate, up,
+ * act (2 bytes x intermediate each) per token. */
+static void check_recompute_bytes(const char *name, const pol_dims *d, size_t n, size_t off,
+                                  size_t on)
+{
+    size_t saved_min = (size_t)(d->L - 1) * n * (6 * (size_t)d->D + 6 * (size_t)d->F);
+    report(on > 0 && on + saved_min <= off,
+           "%s recompute: activation arena %.2f MiB without, %.2f MiB with (%zu -> %zu bytes, "
+           "%.0f -> %.0f per token; at least %zu saved expected)",
+           name, (double)off / (1 << 20), (double)on / (1 << 20), off, on, (double)off / n,
+           (double)on / n, saved_min);
+}
+
+/* The same batch with recompute off, then on, on the same model: the forward's outputs, every
+ * layer's residual (after the backward) and the loss the same bits, the gradients as
+ * check_same_grads says, the arena smaller. Without `backward` only the forward is compared (a
+ * model without training state takes the setting too: it shapes its train forwards). Leaves
+ * recompute off. */
+static void check_recompute(const char *name, pol_gpu *g, const pol_model *m, const batch *b,
+                            bool backward, bool entropy, const float *dvalues)
+{
+    char err[ERRCAP] = "";
+    pol_dims d = pol_dims_of(&m->cfg);
+    size_t n = (size_t)b->n, nout = m->head == POL_HEAD_LM ? n * d.V : n;
+    recompute_run off, on;
+    bool ready = recompute_run_init(&off, m, n, backward);
+    ready = recompute_run_init(&on, m, n, backward) && ready;
+    if (!ready)
+        report(false, "%s recompute: out of host memory", name);
+    if (ready && recompute_run_once(g, m, b, false, entropy, dvalues, &off) &&
+        recompute_run_once(g, m, b, true, entropy, dvalues, &on)) {
+        bool lm = m->head == POL_HEAD_LM;
+        report(memcmp(on.out, off.out, nout * sizeof *on.out) == 0,
+               "%s recompute: the forward's %s bitwise equal", name, lm ? "logits" : "values");
+        report(memcmp(on.res, off.res, (size_t)d.L * n * d.D * sizeof *on.res) == 0,
+               "%s recompute: residuals of all %d layers bitwise equal%s", name, d.L,
+               backward ? " (read after the backward)" : "");
+        if (backward && lm)
+            report(on.loss == off.loss, "%s recompute: loss %.9g, without %.9g (equal)", name,
+                   on.loss, off.loss);
+        if (backward)
+            check_same_grads(name, m, off.grads.g.data, on.grads.g.data);
+        check_recompute_bytes(name, &d, n, off.bytes, on.bytes);
+        /* the same setting again keeps the forward; a change drops it (its layout is gone) */
+        report(pol_gpu_set_recompute(g, true, err, ERRCAP) == 0 && pol_gpu_n_tokens(g) == b->n,
+               "%s recompute: setting it again keeps the forward", name);
+        int rc = pol_gpu_set_recompute(g, false, err, ERRCAP);
+        report(rc == 0 && pol_gpu_n_tokens(g) == 0 &&
+                   pol_gpu_residual(g, 0, on.res, err, ERRCAP) != 0,
+               "%s recompute: turning it off drops the forward (residual: \"%s\")", name, err);
+    }
+    need(pol_gpu_set_recompute(g, false, err, ERRCAP), "set_recompute", err);
+    recompute_run_free(&off);
+    recompute_run_free(&on);
+}
+
 /* ---- bad input ---- */
 
 static void expect_refusal(const char *what, int rc, const char *err, const char *needle)
@@ -628,6 +810,26 @@ static void check_bad_inputs(const char *name, pol_model *m, const pol_fwd *f, p
     free(w);
 }
 
+/* Recompute on a model without training state: accepted (the setting shapes train forwards
+ * only); an inference forward after it gives the same bits as before (want, nV logits). */
+static void check_recompute_inference(const char *name, pol_gpu *g, const batch *b,
+                                      const float *want, size_t nV)
+{
+    char err[ERRCAP];
+    float *got = malloc(nV * sizeof *got);
+    if (!got)
+        return;
+    if (need(pol_gpu_set_recompute(g, true, err, ERRCAP), "set_recompute (inference model)", err) &&
+        need(pol_gpu_forward(g, b->ids, NULL, NULL, b->n, false, err, ERRCAP), "forward", err)) {
+        gpu_logits(g, got, nV);
+        report(memcmp(got, want, nV * sizeof *got) == 0,
+               "%s inference model: recompute accepted, the inference logits bitwise unchanged",
+               name);
+    }
+    need(pol_gpu_set_recompute(g, false, err, ERRCAP), "set_recompute (inference model)", err);
+    free(got);
+}
+
 /* Without training state, and with the defaults: pos NULL (position in the document) and
  * doc_start NULL (one document) against the CPU's NULL pos / doc (0..T-1, one document). */
 static void check_inference_model(const char *name, pol_model *m, const batch *b)
@@ -646,6 +848,7 @@ static void check_inference_model(const char *name, pol_model *m, const batch *b
         gpu_logits(g, buf, nV);
         snprintf(label, sizeof label, "%s inference model, default pos/doc_start: logits", name);
         check_act(label, buf, f.logits, nV, act_tol(m->cfg.n_layers));
+        check_recompute_inference(name, g, b, buf, nV);
         free(buf);
         pol_adamw_cfg cfg = pol_adamw_defaults();
         expect_refusal("a step without training state",
@@ -696,6 +899,7 @@ static void run_lm_case(const lm_case *c, uint64_t seed)
             double max_dz = check_forward(c->name, &m, &f, g);
             check_logprobs(c->name, &m, &f, g, &b, max_dz);
             check_lm_backward(c->name, &m, &f, g, &b, c->entropy);
+            check_recompute(c->name, g, &m, &b, true, c->entropy, NULL);
             if (c->accumulation) {
                 lens = doc_lens(&nd, true);
                 batch_make(&b2, lens, nd, m.cfg.vocab_size, seed + 2);
@@ -760,6 +964,7 @@ static void run_critic_case(uint64_t seed)
                 if (need(pol_gpu_download_grads(g, &rm, err, ERRCAP), "download_grads", err))
                     check_grads("critic", &critic, rm.g.data, critic.g.data);
                 pol_model_deinit(&rm);
+                check_recompute("critic", g, &critic, &b, true, false, dv);
             }
         }
         pol_fwd_deinit(&f);
@@ -813,6 +1018,8 @@ static void run_big_case(uint64_t seed)
                  err)) {
             double max_dz = check_forward("qwen2.5-0.5b", &m, &f, g);
             check_logprobs("qwen2.5-0.5b", &m, &f, g, &b, max_dz);
+            /* no training state: the setting still shapes its train forwards */
+            check_recompute("qwen2.5-0.5b", g, &m, &b, false, false, NULL);
         }
         pol_fwd_deinit(&f);
     }
