@@ -15,5 +15,7 @@ int cmd_detokenize(int argc, char **argv);
 /* cmd_template.c: a chat rendered by a model's template; tool calls parsed out of text */
 int cmd_template(int argc, char **argv);
 int cmd_parse_tools(int argc, char **argv);
+/* cmd_bench.c: training tokens/s and MFU, decoding tokens/s on the GPU (kgym-policy-cuda) */
+int cmd_bench(int argc, char **argv);
 
 #endif

@@ -19,6 +19,7 @@ static const command COMMANDS[] = {
     {"detokenize", cmd_detokenize, "token ids (JSON) -> text"},
     {"template", cmd_template, "render a conversation (JSON) with a model's chat template"},
     {"parse-tools", cmd_parse_tools, "tool calls (JSON) out of generated text"},
+    {"bench", cmd_bench, "the GPU policy's training and decoding speed (CUDA build)"},
 };
 
 static void usage(FILE *f)

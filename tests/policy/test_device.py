@@ -149,6 +149,29 @@ def test_stop_usage(tiny, kgym_policy):
     assert p.returncode == 1 and "tokenizer" in p.stderr
 
 
+NEEDS_CUDA_BUILD = "needs the CUDA build (build/kgym-policy-cuda, `make kernels`)"
+
+
+def test_bench_help_and_cpu_refusal(kgym_policy):
+    h = kgym(kgym_policy, "bench", "--help")
+    assert h.returncode == 0 and h.stdout.startswith("usage: kgym-policy bench")
+    assert "6 * N_matmul + 6 * L * H * hd * T" in h.stdout and "--decode-batches" in h.stdout
+    assert "bench" in kgym(kgym_policy, "--help").stdout
+    p = kgym(kgym_policy, "bench")
+    assert p.returncode == 1 and p.stdout == ""
+    assert p.stderr == f"kgym-policy bench: {NEEDS_CUDA_BUILD}\n"
+
+
+def test_bench_usage_errors(kgym_policy):
+    for args in (["--seq", "0"], ["--new", "1"], ["--decode-batches", "1,x"], ["--decode-batches", ""],
+                 ["--shape", "gpt2"], ["--shape", "qwen2.5-0.5b", "--model", "/tmp"],
+                 ["--skip-train", "--skip-decode"], ["--train-batch", "8", "--seq", str(1 << 22)],
+                 ["--peak-tflops", "0"], ["--steps"], ["--frobnicate"]):
+        p = kgym(kgym_policy, "bench", *args)
+        assert p.returncode == 2, (args, p.stderr)
+        assert p.stderr.startswith("kgym-policy bench: ") and len(p.stderr.splitlines()) == 1
+
+
 # ---- kgym-policy-cuda on a GPU machine --------------------------------------------------------
 # Defined only when KGYM_POLICY_CUDA names the CUDA build (e.g. build/kgym-policy-cuda, from
 # `make kernels`) on a machine with a GPU: `make test` (CPU, where a skip fails the run) never
@@ -235,3 +258,22 @@ if CUDA_BIN:
         p = kgym(CUDA_BIN, "generate", "--model", tiny, "--ids", "[1, 2]", "--device", "cuda")
         assert p.returncode == 1 and "head_dim" in p.stderr and "--device cpu" in p.stderr
         assert len(p.stderr.splitlines()) == 1
+
+
+    def test_cuda_bench_small(tmp_path):
+        """A short run of the real shape: the figures are there and positive."""
+        out = tmp_path / "bench.json"
+        p = subprocess.run([CUDA_BIN, "bench", "--shape", "qwen2.5-0.5b", "--train-batch", "1", "--seq", "256",
+                            "--steps", "2", "--decode-batches", "2", "--prompt", "16", "--new", "8", "--json",
+                            str(out)], capture_output=True, text=True, timeout=600, env=ENV)
+        assert p.returncode == 0, p.stderr
+        assert "train  B 1 x T 256:" in p.stdout and "decode batch 2:" in p.stdout
+        j = json.loads(out.read_text())
+        t = j["train"]
+        assert t["tokens_per_s"] > 0 and 0 < t["mfu"] < 1 and t["activation_bytes"] > 0
+        # 6 * (matmul weights) + 6 * L * H * hd * T for the 0.5B shape at T = 256
+        assert j["n_params_matmul"] == 493961216
+        assert t["flops_per_token"] == 6 * 493961216 + 6 * 24 * 14 * 64 * 256
+        assert [d["batch"] for d in j["decode"]] == [2]
+        d = j["decode"][0]
+        assert d["tokens_per_s"] > 0 and d["prefill_tokens_per_s"] > 0 and d["end_to_end_tokens_per_s"] > 0
