@@ -57,7 +57,7 @@ LAUNCHER_SRCS := $(wildcard env/launcher/*.c) env/sandbox/profile.c env/sandbox/
                  env/util/strbuf.c env/util/fileio.c
 KGYM_SANDBOX := $(BUILD)/kgym-sandbox
 
-.PHONY: all run test test-gpu bench clean deps venv unit unit-san format help fuzz kernels
+.PHONY: all run test test-gpu bench bench-policy clean deps venv unit unit-san format help fuzz kernels
 all: $(KGYM_ENV) $(KGYM_SANDBOX) $(KGYM_BENCH) $(KGYM_POLICY)
 
 help:
@@ -68,6 +68,8 @@ help:
 	@echo "make fuzz       build the libFuzzer targets (mk/fuzz.sh runs them)"
 	@echo "make test-gpu   the GPU suites (on a machine with an NVIDIA GPU)"
 	@echo "make bench      the benchmarks of tests/bench/ (figures go to README.md)"
+	@echo "make kernels    the CUDA kernels, their checks, the GPU policy checks, $(BUILD)/kgym-policy-cuda (nvcc)"
+	@echo "make bench-policy  kgym-policy-cuda bench beside PyTorch on this machine's GPU (issue 8)"
 	@echo "make clean      remove $(BUILD)/"
 	@echo "variables: PORT, HOST, STATE (state dir), SERVE_ARGS, WERROR (empty to allow warnings), KGYM_VENV"
 
@@ -208,6 +210,10 @@ test-gpu:
 bench: deps
 	@$(MAKE) --no-print-directory all
 	@mk/bench.sh
+
+# issue 8's side-by-side: kgym-policy-cuda bench and PyTorch (HF transformers) on the same GPU
+bench-policy: kernels
+	@tests/bench/policy/run.sh
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu')
