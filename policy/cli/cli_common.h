@@ -24,6 +24,9 @@ int cli_parse_args(const char *cmd, const char *help, int argc, char **argv, con
 int cli_usage_error(const char *cmd, const char *what);
 /* "kgym-policy CMD: ERR" on stderr; returns 1. */
 int cli_fail(const char *cmd, const char *err);
+/* A whole decimal integer / number s within [lo, hi] into *out; false for anything else. */
+bool cli_parse_long(const char *s, long lo, long hi, long *out);
+bool cli_parse_double(const char *s, double lo, double hi, double *out);
 bool cli_is_file(const char *path);
 bool cli_is_dir(const char *path);
 /* ids as a JSON array. */

@@ -88,17 +88,6 @@ typedef struct bench_args {
     bool recompute, skip_train, skip_decode;
 } bench_args;
 
-static bool parse_long(const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return false;
-    *out = v;
-    return true;
-}
-
 /* "1,64": counts in [1, MAX_APPEND_TOKENS] (the decoder's slots must fit one append). */
 static bool parse_batches(const char *s, int *out, int *n)
 {
@@ -109,7 +98,7 @@ static bool parse_batches(const char *s, int *out, int *n)
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
          tok = strtok_r(NULL, ",", &save)) {
         long v;
-        if (*n == MAX_DECODE_BATCHES || !parse_long(tok, 1, MAX_APPEND_TOKENS, &v))
+        if (*n == MAX_DECODE_BATCHES || !cli_parse_long(tok, 1, MAX_APPEND_TOKENS, &v))
             return false;
         out[(*n)++] = (int)v;
     }
@@ -127,33 +116,28 @@ static int check_args(const raw_args *r, bench_args *a)
         return cli_usage_error("bench", "give one of --shape and --model");
     if (a->shape && strcmp(a->shape, "qwen2.5-0.5b") != 0)
         return cli_usage_error("bench", "--shape takes qwen2.5-0.5b");
-    if (r->seed && !parse_long(r->seed, 0, 0x7fffffffffffffffL, &a->seed))
+    if (r->seed && !cli_parse_long(r->seed, 0, 0x7fffffffffffffffL, &a->seed))
         return cli_usage_error("bench", "--seed takes a number >= 0");
-    if (r->train_batch && !parse_long(r->train_batch, 1, 1 << 16, &a->train_batch))
+    if (r->train_batch && !cli_parse_long(r->train_batch, 1, 1 << 16, &a->train_batch))
         return cli_usage_error("bench", "--train-batch takes a count 1..65536");
-    if (r->seq && !parse_long(r->seq, 2, 1 << 20, &a->seq))
+    if (r->seq && !cli_parse_long(r->seq, 2, 1 << 20, &a->seq))
         return cli_usage_error("bench", "--seq takes a count 2..1048576");
     if (a->train_batch * a->seq > (1L << 24))
         return cli_usage_error("bench", "--train-batch x --seq is over 16M tokens");
-    if (r->steps && !parse_long(r->steps, 1, 100000, &a->steps))
+    if (r->steps && !cli_parse_long(r->steps, 1, 100000, &a->steps))
         return cli_usage_error("bench", "--steps takes a count 1..100000");
     if (r->batches && !parse_batches(r->batches, a->decode_batches, &a->n_decode_batches))
         return cli_usage_error("bench", "--decode-batches takes up to 16 comma-separated counts "
                                         "1..16384");
-    if (r->prompt && !parse_long(r->prompt, 1, 1 << 20, &a->prompt))
+    if (r->prompt && !cli_parse_long(r->prompt, 1, 1 << 20, &a->prompt))
         return cli_usage_error("bench", "--prompt takes a count 1..1048576");
-    if (r->new_tokens && !parse_long(r->new_tokens, 2, 1 << 20, &a->new_tokens))
+    if (r->new_tokens && !cli_parse_long(r->new_tokens, 2, 1 << 20, &a->new_tokens))
         return cli_usage_error("bench", "--new takes a count 2..1048576");
     for (int i = 0; i < a->n_decode_batches; i++)
         if ((long)a->decode_batches[i] * a->prompt > (1L << 24))
             return cli_usage_error("bench", "a decode batch x --prompt is over 16M tokens");
-    char *end;
-    if (r->peak) {
-        errno = 0;
-        a->peak_tflops = strtod(r->peak, &end);
-        if (errno || end == r->peak || *end || !(a->peak_tflops > 0 && a->peak_tflops < 1e6))
-            return cli_usage_error("bench", "--peak-tflops takes a number > 0");
-    }
+    if (r->peak && (!cli_parse_double(r->peak, 0, 1e6, &a->peak_tflops) || a->peak_tflops == 0))
+        return cli_usage_error("bench", "--peak-tflops takes a number > 0");
     if (a->skip_train && a->skip_decode)
         return cli_usage_error("bench", "--skip-train and --skip-decode leave nothing to run");
     return 0;

@@ -93,28 +93,6 @@ static const char CHAT_HELP[] =
     "\n"
     "exit status: 0 ok, 1 error (device missing too), 2 usage\n";
 
-static bool parse_long(const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return false;
-    *out = v;
-    return true;
-}
-
-static bool parse_float(const char *s, double lo, double hi, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !(v >= lo && v <= hi))
-        return false;
-    *out = v;
-    return true;
-}
-
 /* Sampling options shared by generate and chat. */
 typedef struct {
     const char *max_new, *temperature, *top_k, *top_p, *seed;
@@ -124,16 +102,16 @@ static int sampling_from(const char *cmd, const sampling_args *a, pol_gen_opts *
 {
     long max_new = 64, top_k = 0, seed = 0;
     double t = 0, top_p = 1;
-    if (a->max_new && !parse_long(a->max_new, 0, 1 << 20, &max_new))
+    if (a->max_new && !cli_parse_long(a->max_new, 0, 1 << 20, &max_new))
         return cli_usage_error(cmd, "--max-new takes a count 0..1048576");
-    if (a->temperature && !parse_float(a->temperature, 0, 1e6, &t))
+    if (a->temperature && !cli_parse_double(a->temperature, 0, 1e6, &t))
         return cli_usage_error(cmd, "--temperature takes a number >= 0");
-    if (a->top_k && !parse_long(a->top_k, 0, 1L << 30, &top_k))
+    if (a->top_k && !cli_parse_long(a->top_k, 0, 1L << 30, &top_k))
         return cli_usage_error(cmd, "--top-k takes a count >= 0");
     /* 0 would read as "off" to the sampler (sample.h), not as "the top token alone" */
-    if (a->top_p && (!parse_float(a->top_p, 0, 1, &top_p) || top_p == 0))
+    if (a->top_p && (!cli_parse_double(a->top_p, 0, 1, &top_p) || top_p == 0))
         return cli_usage_error(cmd, "--top-p takes a number in (0, 1]");
-    if (a->seed && !parse_long(a->seed, 0, 0x7fffffffffffffffL, &seed))
+    if (a->seed && !cli_parse_long(a->seed, 0, 0x7fffffffffffffffL, &seed))
         return cli_usage_error(cmd, "--seed takes a number >= 0");
     o->max_new = (int)max_new;
     o->sample =
