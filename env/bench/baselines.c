@@ -22,10 +22,11 @@ typedef struct phase {
     const bench_opts *o;
     const char *url;
     bool warmup;
-    json_t *todo;        /* array of {task_id, name, level} */
-    size_t next, end;    /* this batch: todo[next..end) */
-    size_t done, failed; /* over the whole command */
-    json_t *file;        /* measurements: the output document, updated as results come */
+    json_t *todo;         /* array of {task_id, name, level} */
+    size_t next, end;     /* this batch: todo[next..end) */
+    size_t done, failed;  /* over the whole command */
+    size_t out_of_memory; /* warm-ups whose compile ran out of GPU memory */
+    json_t *file;         /* measurements: the output document, updated as results come */
     const char *out_file;
     double t0_ms;
     pthread_mutex_t lock;
@@ -106,6 +107,8 @@ static void one_task(phase *p, bench_http *h, const json_t *task, const json_t *
     pthread_mutex_lock(&p->lock);
     if (ok) {
         p->done++;
+        if (p->warmup && bench_warmup_out_of_memory(reply))
+            p->out_of_memory++;
         if (!p->warmup)
             keep_measurement(p, task, reply);
     } else {
@@ -223,6 +226,11 @@ int bench_baselines(const bench_opts *o, const char *out_file)
     json_decref(todo);
     fprintf(stderr, "kgym-bench: %zu measured, %zu failed (%zu warm-ups failed), %zu in %s\n",
             meas.done, meas.failed, warm.failed, json_object_size(have), out_file);
+    if (warm.out_of_memory)
+        fprintf(stderr,
+                "kgym-bench: %zu warm-ups ran out of GPU memory beside the others (their "
+                "measurements compiled by themselves); --warmup-jobs %d or fewer avoids it\n",
+                warm.out_of_memory, warm_jobs > 1 ? warm_jobs / 2 : 1);
     rc = bench_stopping() ? EXIT_INTERRUPTED : meas.failed ? EXIT_INFRA : EXIT_OK;
     if (rc == EXIT_INTERRUPTED)
         fprintf(stderr, "kgym-bench: interrupted; run the same command again to resume\n");

@@ -137,6 +137,14 @@ json_t *bench_fetch_tasks(bench_http *h, const bench_opts *o)
     return out;
 }
 
+bool bench_warmup_out_of_memory(const json_t *reply)
+{
+    const char *state = json_string_value(json_object_get(reply, "warmup"));
+    const char *why = json_string_value(json_object_get(reply, "compile_unavailable"));
+    return state && why && strcmp(state, "compile_failed") == 0 &&
+           (strstr(why, "OutOfMemoryError") || strcasestr(why, "out of memory"));
+}
+
 double bench_num(const json_t *o, const char *k)
 {
     const json_t *v = json_object_get(o, k);

@@ -39,6 +39,10 @@ json_t *bench_fetch_tasks(bench_http *h, const bench_opts *o);
 /* Parallel evaluations: one per GPU the server has (its leases keep them exclusive), 1 on CPU. */
 int bench_default_jobs(bench_http *h, const bench_opts *o);
 
+/* Whether a warm-up's reply says its compile ran out of GPU memory (beside the other warm-ups:
+ * the torch.compile message names CUDA's OutOfMemoryError). */
+bool bench_warmup_out_of_memory(const json_t *reply);
+
 /* A number field, or NaN when absent or not a number. */
 double bench_num(const json_t *o, const char *k);
 

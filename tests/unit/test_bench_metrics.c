@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/common.h"
 #include "bench/metrics.h"
 
 #define NO_BASELINE (-1.0)
@@ -568,6 +569,29 @@ static void test_print_diff(void **state)
     json_decref(new_tasks);
 }
 
+/* The warm-up replies kgym-bench baselines counts as out of GPU memory (H200, 2026-12-04: four
+ * concurrent torch.compile warm-ups of large-tensor tasks) and the ones it does not. */
+static void test_warmup_out_of_memory(void **state)
+{
+    (void)state;
+    static const char *const cases[][3] = {
+        {"compile_failed", "OutOfMemoryError: CUDA out of memory. Tried to allocate 7.00 GiB", "1"},
+        {"compile_failed", "RuntimeError: CUDA error: Out Of Memory", "1"},
+        {"compile_failed", "torch._dynamo.exc.Unsupported: generator", "0"},
+        {"compiled", "OutOfMemoryError", "0"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *r =
+            json_pack("{s:s, s:s}", "warmup", cases[i][0], "compile_unavailable", cases[i][1]);
+        assert_int_equal(bench_warmup_out_of_memory(r), cases[i][2][0] == '1');
+        json_decref(r);
+    }
+    json_t *bare = json_pack("{s:s}", "warmup", "compile_failed");
+    assert_false(bench_warmup_out_of_memory(bare));
+    assert_false(bench_warmup_out_of_memory(NULL));
+    json_decref(bare);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -586,6 +610,7 @@ int main(void)
         cmocka_unit_test(test_diff_identical_runs),
         cmocka_unit_test(test_diff_malformed),
         cmocka_unit_test(test_print_diff),
+        cmocka_unit_test(test_warmup_out_of_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
