@@ -12,6 +12,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "kernels/bf16_pack.cuh"
 #include "kernels/kernels.h"
 
 typedef __nv_bfloat16 bf16;
@@ -22,22 +23,6 @@ typedef __nv_bfloat16 bf16;
 #define CS_ROWS 64          /* rows per band of the column sums: partials per atomic */
 
 /* ---- bf16 <-> float ---- */
-
-static __device__ __forceinline__ float bf_lo(uint32_t u)
-{
-    return __uint_as_float(u << 16);
-}
-
-static __device__ __forceinline__ float bf_hi(uint32_t u)
-{
-    return __uint_as_float(u & 0xffff0000u);
-}
-
-static __device__ __forceinline__ uint32_t bf_pack(float lo, float hi)
-{
-    return (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(lo)) |
-           ((uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(hi)) << 16);
-}
 
 static __device__ __forceinline__ void unpack8(float *f, uint4 u)
 {

@@ -60,9 +60,8 @@ cudaError_t kg_embed_forward(kg_bf16 *out, const kg_bf16 *table, const int32_t *
         return cudaErrorInvalidValue;
     const int vec = hidden % 8 == 0 && ((uintptr_t)out % 16 == 0) && ((uintptr_t)table % 16 == 0);
     const int work = vec ? hidden / 8 : hidden;
-    embed_fwd_kernel<<<T, embed_threads(work), 0, s>>>((__nv_bfloat16 *)out,
-                                                       (const __nv_bfloat16 *)table, tokens,
-                                                       hidden, vocab, vec);
+    embed_fwd_kernel<<<T, embed_threads(work), 0, s>>>(
+        (__nv_bfloat16 *)out, (const __nv_bfloat16 *)table, tokens, hidden, vocab, vec);
     return cudaGetLastError();
 }
 

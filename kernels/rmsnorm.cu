@@ -16,6 +16,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "kernels/bf16_pack.cuh"
 #include "kernels/kernels.h"
 
 typedef __nv_bfloat16 bf16;
@@ -26,24 +27,6 @@ typedef __nv_bfloat16 bf16;
 #define RMS_MAX_THREADS 512
 
 /* ---- bf16 vectors held as floats ---- */
-
-/* bf16 bits -> float is a shift: exact, and no type punning through memory */
-static __device__ __forceinline__ float bf_lo(uint32_t u)
-{
-    return __uint_as_float(u << 16);
-}
-
-static __device__ __forceinline__ float bf_hi(uint32_t u)
-{
-    return __uint_as_float(u & 0xffff0000u);
-}
-
-/* two floats -> two bf16 (round to nearest even) in one word, lo first in memory */
-static __device__ __forceinline__ uint32_t bf_pack(float lo, float hi)
-{
-    return (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(lo)) |
-           ((uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(hi)) << 16);
-}
 
 /* V consecutive elements at p (16-byte aligned when V == 8) */
 template <int V> static __device__ __forceinline__ void load_bf(float *f, const bf16 *p)
