@@ -58,14 +58,7 @@ struct pol_gpu_dec {
 
 /* ---- creation ---- */
 
-static void *take(uint8_t *base, size_t *used, size_t bytes)
-{
-    void *p = base ? base + *used : NULL;
-    *used += (bytes + PG_ALIGN_BYTES - 1) / PG_ALIGN_BYTES * PG_ALIGN_BYTES;
-    return p;
-}
-
-#define TAKE(type, n) ((type *)take(base, used, (size_t)(n) * sizeof(type)))
+#define TAKE(type, n) ((type *)pg_take(base, used, (size_t)(n) * sizeof(type)))
 
 /* Lays out the scratch for T tokens and R rows from base (NULL: counts into *used). */
 static void carve(const pol_gpu *g, dec_scratch *s, uint8_t *base, size_t *used, size_t T, size_t R,
@@ -95,7 +88,7 @@ static void carve(const pol_gpu *g, dec_scratch *s, uint8_t *base, size_t *used,
     s->logp = TAKE(float, R);
     s->seeds = TAKE(uint64_t, R);
     s->offsets = TAKE(uint64_t, R);
-    s->sample_ws = take(base, used, sample_ws);
+    s->sample_ws = pg_take(base, used, sample_ws);
     s->sample_ws_bytes = sample_ws;
 }
 

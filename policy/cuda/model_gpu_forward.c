@@ -24,17 +24,9 @@
 
 /* ---- the activation arena ---- */
 
-/* Carves bytes off the arena at *used, 256-byte aligned (base NULL: only counts). */
-static void *take(uint8_t *base, size_t *used, size_t bytes)
-{
-    void *p = base ? base + *used : NULL;
-    *used += (bytes + PG_ALIGN_BYTES - 1) / PG_ALIGN_BYTES * PG_ALIGN_BYTES;
-    return p;
-}
-
-#define TAKE_BF(n) ((kg_bf16 *)take(base, used, (size_t)(n) * sizeof(kg_bf16)))
-#define TAKE_F(n) ((float *)take(base, used, (size_t)(n) * sizeof(float)))
-#define TAKE_I(n) ((int32_t *)take(base, used, (size_t)(n) * sizeof(int32_t)))
+#define TAKE_BF(n) ((kg_bf16 *)pg_take(base, used, (size_t)(n) * sizeof(kg_bf16)))
+#define TAKE_F(n) ((float *)pg_take(base, used, (size_t)(n) * sizeof(float)))
+#define TAKE_I(n) ((int32_t *)pg_take(base, used, (size_t)(n) * sizeof(int32_t)))
 
 /* One layer's activations; with_input false leaves x_in NULL (recompute's shared buffer: its
  * input is each layer's kept one). */

@@ -17,6 +17,15 @@
 /* cuBLASLt's workspace (its recommendation for Hopper) */
 #define PG_MATMUL_WORKSPACE ((size_t)32 << 20)
 
+/* Carves bytes off an arena at *used, PG_ALIGN_BYTES-aligned; base NULL only counts (the same
+ * layout code sizes an arena, then lays it out). */
+static inline void *pg_take(uint8_t *base, size_t *used, size_t bytes)
+{
+    void *p = base ? base + *used : NULL;
+    *used += (bytes + PG_ALIGN_BYTES - 1) / PG_ALIGN_BYTES * PG_ALIGN_BYTES;
+    return p;
+}
+
 /* Device offsets (in elements, into every flat buffer) of one layer's tensors. */
 typedef struct pg_layer_off {
     size_t attn_norm, wq, wk, wv, bq, bk, bv, q_norm, k_norm, wo, mlp_norm, w_gate, w_up, w_down;
