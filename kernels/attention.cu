@@ -5,20 +5,30 @@
  * online softmax (running max and sum in fp32) and keeps lse [Hq, T]; the backward recomputes
  * the probabilities tile by tile from lse.
  *
- * First version, correctness before speed: SIMT fp32 math on bf16 loads, tiles staged in shared
- * memory as fp32. Tensor cores (mma / wgmma on bf16 tiles), vectorised 16-byte loads, cp.async
- * double buffering and packing the Hq/Hkv query heads of a group into one block are left for
- * later.
+ * Tensor cores: every product of tiles is mma.sync m16n8k16 (bf16 in, fp32 accumulate), the
+ * FlashAttention-2 scheme. The first version did the same math in SIMT fp32 and ran at 8-10
+ * TFLOP/s on the H200, three quarters of a training step at the Qwen2.5-0.5B shape (issue 8).
+ * Tiles are staged in shared memory as bf16 rows padded by 8 elements (16 bytes), so that the 8
+ * row addresses of an ldmatrix fall in distinct bank groups. A warp owns 16 rows of each product;
+ * the fragment layouts (PTX ISA, "mma.m16n8k16"): with g = lane / 4 and c = 2 (lane % 4),
+ *   A (16 x 16, row-major): a0 = A[g][c, c+1], a1 = A[g+8][c, c+1], a2 = A[g][c+8, c+9],
+ *                           a3 = A[g+8][c+8, c+9];
+ *   B (16 x 8, k x n):      b0 = B[c, c+1][g], b1 = B[c+8, c+9][g];
+ *   C (16 x 8, fp32):       C[g][c], C[g][c+1], C[g+8][c], C[g+8][c+1].
+ * So an accumulator pair of adjacent n-tiles is, once packed to bf16, the A fragment of the next
+ * product (P = softmax(S) feeds P V without leaving registers). ldmatrix loads an operand stored
+ * with its k dimension contiguous; ldmatrix .trans one stored with n contiguous (V in P V, dO and
+ * Q in the backward's dV and dK, K and dS^T in dQ).
  *
- * Tiling: 64 queries x 64 keys per tile, 256 threads as a 16 x 16 grid (ty = tid / 16,
- * tx = tid % 16); a thread owns rows ty + 16 i (i < 4) and columns tx + 16 j of every tile it
- * computes, so a row's 16 owners are one half-warp (row reductions are 4 shuffles). Shared rows
- * are padded by one float so that the 16 columns a half-warp reads fall in distinct banks.
+ * Precision: scores, the softmax statistics, every accumulator and dQ's atomics are fp32; the
+ * probabilities (forward) and P and dS (backward) are rounded to bf16 as the next product's
+ * operand, as FlashAttention does.
  *
  * Documents are contiguous runs of tokens (doc_start is non-decreasing, doc_start[t] <= t): a
  * query tile needs only the keys in [min doc_start of its queries, its last query], and the
  * backward stops walking query tiles at the first one whose queries all start after the key
- * tile (every later one does too). The mask itself is applied element by element. */
+ * tile (every later one does too). The mask is applied element by element, only on the tiles
+ * that cross the diagonal, a document boundary or the end of the sequence. */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <limits.h>
@@ -27,36 +37,110 @@
 
 #include "kernels/kernels.h"
 
-#define ATT_BQ 64       /* queries per tile */
-#define ATT_BK 64       /* keys per tile */
-#define ATT_THREADS 256 /* 16 x 16 threads, 4 x 4 scores each */
-#define ATT_LDP (ATT_BK + 1)
+#define ATT_THREADS 128 /* 4 warps, 16 rows of each tile product each */
+#define ATT_BQ 64       /* forward: queries per block */
+#define ATT_BK 64       /* keys per tile (the backward's block owns one key tile) */
 #define ATT_LOG2E 1.4426950408889634f
 #define ATT_LN2 0.6931471805599453f
 
-/* max / sum over the 16 lanes of a half-warp (every lane of the warp calls it) */
-static __device__ __forceinline__ float att_hw_max(float x)
+/* the backward's queries per tile: 32 for hd 128 keeps its accumulators in registers */
+template <int HD> struct att_bwd_cfg {
+    static constexpr int BQ = HD == 64 ? 64 : 32;
+};
+
+static __device__ __forceinline__ uint32_t att_smem_addr(const void *p)
 {
-    for (int o = 8; o > 0; o >>= 1)
-        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
-    return x;
+    return (uint32_t)__cvta_generic_to_shared(p);
 }
 
-static __device__ __forceinline__ float att_hw_sum(float x)
+/* four 8 x 8 b16 matrices; lane l gives the address of row l % 8 of matrix l / 8 */
+static __device__ __forceinline__ void att_ldsm4(uint32_t r[4], const __nv_bfloat16 *p)
 {
-    for (int o = 8; o > 0; o >>= 1)
-        x += __shfl_xor_sync(0xffffffffu, x, o);
-    return x;
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(att_smem_addr(p))
+                 : "memory");
 }
 
-/* rows [t0, t0 + 64) of head h of a [T, H, HD] tensor into a padded fp32 tile; rows >= T are 0 */
+/* the same, each matrix transposed on the way */
+static __device__ __forceinline__ void att_ldsm4_t(uint32_t r[4], const __nv_bfloat16 *p)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(att_smem_addr(p))
+                 : "memory");
+}
+
+/* c += A B for one 16 x 8 x 16 step */
+static __device__ __forceinline__ void att_mma(float c[4], const uint32_t a[4], uint32_t b0,
+                                               uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+                 "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* two floats as a bf16 pair, the first in the low half (the lower column) */
+static __device__ __forceinline__ uint32_t att_pack(float lo, float hi)
+{
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *(uint32_t *)&v;
+}
+
+/* the A fragment of rows [0, 16) x columns [16 kk, 16 kk + 16) from the accumulators of two
+ * adjacent 8-column n-tiles (acc[2 kk], acc[2 kk + 1]) */
+static __device__ __forceinline__ void att_acc_to_a(uint32_t a[4], const float lo[4],
+                                                    const float hi[4])
+{
+    a[0] = att_pack(lo[0], lo[1]);
+    a[1] = att_pack(lo[2], lo[3]);
+    a[2] = att_pack(hi[0], hi[1]);
+    a[3] = att_pack(hi[2], hi[3]);
+}
+
+/* Offsets (in elements, from a tile's [row 0][column 0]) of this lane's ldmatrix row address:
+ * att_a_off: a 16 x 16 A operand stored row-major (rows = the product's rows);
+ * att_b_off: two 8-wide n-tiles x 16 k, stored n-major (rows = n, k contiguous): r0, r1 are the
+ *            first n-tile's b0, b1 and r2, r3 the second's;
+ * att_bt_off: the same operand stored k-major (rows = k, n contiguous), for ldmatrix .trans. */
+static __device__ __forceinline__ int att_a_off(int lane, int ld)
+{
+    return (lane & 15) * ld + (lane >> 4) * 8;
+}
+
+static __device__ __forceinline__ int att_b_off(int lane, int ld)
+{
+    return ((lane & 7) + (lane >> 4) * 8) * ld + ((lane >> 3) & 1) * 8;
+}
+
+static __device__ __forceinline__ int att_bt_off(int lane, int ld)
+{
+    return ((lane & 7) + ((lane >> 3) & 1) * 8) * ld + (lane >> 4) * 8;
+}
+
+/* Rows [t0, t0 + rows) of head h of a [T, H, HD] tensor into a bf16 tile with row stride
+ * HD + 8; rows >= T are zeros (their products must be finite: they are masked, not skipped).
+ * vec: every pointer is 16-byte aligned, so rows move as 16-byte vectors. */
 template <int HD>
-static __device__ __forceinline__ void att_load_tile(float *dst, const __nv_bfloat16 *src, int t0,
-                                                     int T, int H, int h)
+static __device__ __forceinline__ void att_stage(__nv_bfloat16 *dst, const __nv_bfloat16 *src,
+                                                 int t0, int rows, int T, int H, int h, bool vec)
 {
-    for (int idx = threadIdx.x; idx < 64 * HD; idx += ATT_THREADS) {
-        int r = idx / HD, d = idx % HD, t = t0 + r;
-        dst[r * (HD + 1) + d] = t < T ? __bfloat162float(src[((size_t)t * H + h) * HD + d]) : 0.f;
+    constexpr int LDS = HD + 8;
+    if (vec) {
+        constexpr int C8 = HD / 8;
+        for (int i = threadIdx.x; i < rows * C8; i += ATT_THREADS) {
+            const int r = i / C8, c = i % C8, t = t0 + r;
+            uint4 val = make_uint4(0, 0, 0, 0);
+            if (t < T)
+                val = *(const uint4 *)(src + ((size_t)t * H + h) * HD + c * 8);
+            *(uint4 *)(dst + r * LDS + c * 8) = val;
+        }
+        return;
+    }
+    for (int i = threadIdx.x; i < rows * HD; i += ATT_THREADS) {
+        const int r = i / HD, c = i % HD, t = t0 + r;
+        dst[r * LDS + c] = t < T ? src[((size_t)t * H + h) * HD + c] : __float2bfloat16(0.f);
     }
 }
 
@@ -66,155 +150,207 @@ static __device__ __forceinline__ bool att_visible(int t, int ds, int j, int T)
     return t < T && j <= t && j >= ds;
 }
 
+/* min and max doc_start over the valid rows of a tile's dss[n] (INT_MAX past T), the same in
+ * every thread so that the loops they bound are uniform */
+static __device__ __forceinline__ void att_ds_range(const int *dss, int n, int *lo, int *hi)
+{
+    int a = INT_MAX, b = 0;
+    for (int r = 0; r < n; r++) {
+        a = min(a, dss[r]);
+        if (dss[r] != INT_MAX)
+            b = max(b, dss[r]);
+    }
+    *lo = a;
+    *hi = b;
+}
+
 template <int HD> static constexpr size_t att_fwd_smem()
 {
-    return (size_t)(3 * 64 * (HD + 1) + ATT_BQ * ATT_LDP) * sizeof(float) + ATT_BQ * sizeof(int);
+    return (size_t)(ATT_BQ + 2 * ATT_BK) * (HD + 8) * sizeof(__nv_bfloat16) + ATT_BQ * sizeof(int);
 }
 
 template <int HD> static constexpr size_t att_bwd_smem()
 {
-    return (size_t)(4 * 64 * (HD + 1) + 2 * ATT_BQ * ATT_LDP + 2 * ATT_BQ) * sizeof(float) +
-           ATT_BQ * sizeof(int);
+    constexpr int BQ = att_bwd_cfg<HD>::BQ;
+    return (size_t)(2 * ATT_BK + 2 * BQ) * (HD + 8) * sizeof(__nv_bfloat16) +
+           (size_t)ATT_BK * (BQ + 8) * sizeof(__nv_bfloat16) + 2 * BQ * sizeof(float) +
+           BQ * sizeof(int);
 }
 
-/* Forward: block (tile, h) computes queries [q0, q0 + 64) of head h. Scores are kept in base 2
- * (scale_log2 = scale * log2 e) so that exp2f does the exponentials. */
+/* One key tile [k0, k0 + 64) of the forward for this warp's 16 rows: S = Q K^T, the online
+ * softmax update of m, l (per thread) and o, then o += P V. masked: some (row, key) pair of the
+ * tile is not visible (then each is checked; rows outside the pass, !in_seg, see nothing). */
+template <int HD>
+static __device__ __forceinline__ void
+att_fwd_tile(float (&o)[HD / 8][4], float (&m)[2], float (&l)[2], const uint32_t (&qf)[HD / 16][4],
+             __nv_bfloat16 *Ks, __nv_bfloat16 *Vs, const __nv_bfloat16 *k, const __nv_bfloat16 *v,
+             int k0, int T, int Hkv, int hk, const int (&t_row)[2], const int (&ds_row)[2],
+             const bool (&in_seg)[2], bool masked, float scale_log2, bool vec)
+{
+    constexpr int LDS = HD + 8;
+    constexpr int KS = HD / 16;
+    constexpr int NO = HD / 8;
+    constexpr int NS = ATT_BK / 8;
+    const int lane = threadIdx.x & 31, c = 2 * (lane & 3);
+    __syncthreads(); /* the previous tile's readers are done */
+    att_stage<HD>(Ks, k, k0, ATT_BK, T, Hkv, hk, vec);
+    att_stage<HD>(Vs, v, k0, ATT_BK, T, Hkv, hk, vec);
+    __syncthreads();
+
+    float s[NS][4];
+#pragma unroll
+    for (int n = 0; n < NS; n++)
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            s[n][i] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < KS; kk++)
+#pragma unroll
+        for (int np = 0; np < NS / 2; np++) {
+            uint32_t b[4];
+            att_ldsm4(b, Ks + np * 16 * LDS + att_b_off(lane, LDS) + kk * 16);
+            att_mma(s[2 * np], qf[kk], b[0], b[1]);
+            att_mma(s[2 * np + 1], qf[kk], b[2], b[3]);
+        }
+
+#pragma unroll
+    for (int ri = 0; ri < 2; ri++) {
+        float mx = -INFINITY;
+#pragma unroll
+        for (int n = 0; n < NS; n++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                float x = s[n][2 * ri + e] * scale_log2;
+                if (masked &&
+                    !(in_seg[ri] && att_visible(t_row[ri], ds_row[ri], k0 + n * 8 + c + e, T)))
+                    x = -INFINITY;
+                s[n][2 * ri + e] = x;
+                mx = fmaxf(mx, x);
+            }
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_new = fmaxf(m[ri], mx);
+        /* a row that has seen no key yet keeps max -inf: subtract 0 instead (no inf - inf) */
+        const float base = m_new == -INFINITY ? 0.f : m_new;
+        const float alpha = exp2f(m[ri] - base);
+        float sum = 0.f;
+#pragma unroll
+        for (int n = 0; n < NS; n++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const float p = exp2f(s[n][2 * ri + e] - base); /* masked: exp2(-inf) = 0 */
+                s[n][2 * ri + e] = p;
+                sum += p;
+            }
+        l[ri] = l[ri] * alpha + sum;
+        m[ri] = m_new;
+#pragma unroll
+        for (int n = 0; n < NO; n++) {
+            o[n][2 * ri] *= alpha;
+            o[n][2 * ri + 1] *= alpha;
+        }
+    }
+
+    /* o += P V: P's accumulators are the A fragments, V is stored k(ey)-major */
+#pragma unroll
+    for (int kk = 0; kk < NS / 2; kk++) {
+        uint32_t a[4];
+        att_acc_to_a(a, s[2 * kk], s[2 * kk + 1]);
+#pragma unroll
+        for (int dp = 0; dp < NO / 2; dp++) {
+            uint32_t b[4];
+            att_ldsm4_t(b, Vs + kk * 16 * LDS + att_bt_off(lane, LDS) + dp * 16);
+            att_mma(o[2 * dp], a, b[0], b[1]);
+            att_mma(o[2 * dp + 1], a, b[2], b[3]);
+        }
+    }
+}
+
+/* Forward: block (tile, h) computes queries [q0, q0 + 64) of head h, warp w its rows
+ * [16 w, 16 w + 16); each thread holds two rows (g and g + 8) of every accumulator. Scores are
+ * kept in base 2 (scale_log2 = scale * log2 e) so that exp2f does the exponentials. The row sum
+ * l is kept per thread (its 16 of the 64 columns) and summed over the quad at the end: alpha is
+ * the same in the four threads of a row, since the max is. */
 template <int HD>
 static __global__ void __launch_bounds__(ATT_THREADS)
     att_fwd_kernel(__nv_bfloat16 *out, float *lse, const __nv_bfloat16 *q, const __nv_bfloat16 *k,
                    const __nv_bfloat16 *v, const int32_t *doc_start, int T, int Hq, int Hkv,
-                   float scale_log2)
+                   float scale_log2, bool vec)
 {
-    constexpr int LD = HD + 1;
-    constexpr int NJ = HD / 16; /* output columns per thread */
-    extern __shared__ float att_smem[];
-    float *Qs = att_smem;                      /* [BQ][LD] */
-    float *Ks = Qs + ATT_BQ * LD;              /* [BK][LD] */
-    float *Vs = Ks + ATT_BK * LD;              /* [BK][LD] */
-    float *Ps = Vs + ATT_BK * LD;              /* [BQ][LDP] probabilities of the current tile */
-    int *dss = (int *)(Ps + ATT_BQ * ATT_LDP); /* [BQ] doc_start of the tile's queries */
+    constexpr int LDS = HD + 8;
+    constexpr int KS = HD / 16; /* k-steps over the head dimension */
+    constexpr int NO = HD / 8;  /* the output's 8-column n-tiles */
+    extern __shared__ __align__(16) unsigned char att_raw[];
+    __nv_bfloat16 *Qs = (__nv_bfloat16 *)att_raw; /* [BQ][LDS] */
+    __nv_bfloat16 *Ks = Qs + ATT_BQ * LDS;        /* [BK][LDS] */
+    __nv_bfloat16 *Vs = Ks + ATT_BK * LDS;        /* [BK][LDS] */
+    int *dss = (int *)(Vs + ATT_BK * LDS);        /* [BQ] doc_start of the tile's queries */
 
-    const int tid = threadIdx.x, ty = tid >> 4, tx = tid & 15;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     /* causal: later tiles have the most keys, so they are scheduled first */
     const int q0 = (int)(gridDim.x - 1 - blockIdx.x) * ATT_BQ;
     const int h = blockIdx.y;
     const int hk = h / (Hq / Hkv);
     const int q_end = min(q0 + ATT_BQ, T);
 
-    for (int r = tid; r < ATT_BQ; r += ATT_THREADS)
+    for (int r = threadIdx.x; r < ATT_BQ; r += ATT_THREADS)
         dss[r] = q0 + r < T ? doc_start[q0 + r] : INT_MAX;
-    att_load_tile<HD>(Qs, q, q0, T, Hq, h);
+    att_stage<HD>(Qs, q, q0, ATT_BQ, T, Hq, h, vec);
     __syncthreads();
 
-    /* every thread computes the same bound from shared memory: the loop below is uniform */
-    int kv_lo = INT_MAX;
-    for (int r = 0; r < ATT_BQ; r++)
-        kv_lo = min(kv_lo, dss[r]);
-    kv_lo = max(kv_lo, 0);
-
-    int row_t[4], row_ds[4];
-    float m[4], l[4], o[4][NJ];
+    const int g = lane >> 2, c = 2 * (lane & 3);
+    const int row0 = warp * 16 + g;
+    const int t_row[2] = {q0 + row0, q0 + row0 + 8};
+    const int ds_row[2] = {dss[row0], dss[row0 + 8]};
+    uint32_t qf[KS][4];
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
-        row_t[i] = q0 + ty + 16 * i;
-        row_ds[i] = dss[ty + 16 * i];
-        m[i] = -INFINITY;
-        l[i] = 0.f;
+    for (int kk = 0; kk < KS; kk++)
+        att_ldsm4(qf[kk], Qs + warp * 16 * LDS + att_a_off(lane, LDS) + kk * 16);
+
+    float o[NO][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 #pragma unroll
-        for (int j = 0; j < NJ; j++)
-            o[i][j] = 0.f;
-    }
-
-    for (int k0 = kv_lo; k0 < q_end; k0 += ATT_BK) {
-        att_load_tile<HD>(Ks, k, k0, T, Hkv, hk);
-        att_load_tile<HD>(Vs, v, k0, T, Hkv, hk);
-        __syncthreads();
-
-        float s[4][4];
+    for (int n = 0; n < NO; n++)
 #pragma unroll
         for (int i = 0; i < 4; i++)
-#pragma unroll
-            for (int j = 0; j < 4; j++)
-                s[i][j] = 0.f;
-#pragma unroll 4
-        for (int d = 0; d < HD; d++) {
-            float qa[4], kb[4];
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-                qa[i] = Qs[(ty + 16 * i) * LD + d];
-#pragma unroll
-            for (int j = 0; j < 4; j++)
-                kb[j] = Ks[(tx + 16 * j) * LD + d];
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-#pragma unroll
-                for (int j = 0; j < 4; j++)
-                    s[i][j] = fmaf(qa[i], kb[j], s[i][j]);
-        }
+            o[n][i] = 0.f;
 
-        /* mask, then the online softmax update of each row */
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            float mx = -INFINITY;
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                bool ok = att_visible(row_t[i], row_ds[i], k0 + tx + 16 * j, T);
-                s[i][j] = ok ? s[i][j] * scale_log2 : -INFINITY;
-                mx = fmaxf(mx, s[i][j]);
-            }
-            mx = att_hw_max(mx);
-            float m_new = fmaxf(m[i], mx);
-            /* a row that has seen no key yet keeps max -inf: subtract 0 instead (no inf - inf) */
-            float base = m_new == -INFINITY ? 0.f : m_new;
-            float alpha = exp2f(m[i] - base);
-            float sum = 0.f;
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                float p = exp2f(s[i][j] - base); /* masked: exp2(-inf) = 0 */
-                Ps[(ty + 16 * i) * ATT_LDP + tx + 16 * j] = p;
-                sum += p;
-            }
-            sum = att_hw_sum(sum);
-            l[i] = l[i] * alpha + sum;
-            m[i] = m_new;
-#pragma unroll
-            for (int j = 0; j < NJ; j++)
-                o[i][j] *= alpha;
-        }
-        __syncthreads();
-
-        /* o += P V */
-#pragma unroll 4
-        for (int c = 0; c < ATT_BK; c++) {
-            float pa[4], vb[NJ];
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-                pa[i] = Ps[(ty + 16 * i) * ATT_LDP + c];
-#pragma unroll
-            for (int j = 0; j < NJ; j++)
-                vb[j] = Vs[c * LD + tx + 16 * j];
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-#pragma unroll
-                for (int j = 0; j < NJ; j++)
-                    o[i][j] = fmaf(pa[i], vb[j], o[i][j]);
-        }
-        __syncthreads(); /* Ks, Vs, Ps are overwritten by the next tile */
+    /* One pass per document the tile's rows belong to (usually one; two or more where a document
+     * ends inside the tile), its key tiles starting at the document's first token, and only its
+     * rows updated. So a row's result depends on its document alone, not on where the document
+     * sits in the packed batch (the bf16 rounding of P follows the key tiles and the running
+     * max): the same prompt gives bitwise the same prefill in any slot of a batch. A row outside
+     * the pass sees only masked keys, which leave its m, l and o exactly as they were. */
+    const int n_rows = q_end - q0;
+    for (int seg_lo = 0, seg_hi; seg_lo < n_rows; seg_lo = seg_hi) {
+        const int ds = max(dss[seg_lo], 0); /* the same in every thread: uniform loops */
+        for (seg_hi = seg_lo + 1; seg_hi < n_rows && dss[seg_hi] == dss[seg_lo]; seg_hi++)
+            ;
+        const bool in_seg[2] = {row0 >= seg_lo && row0 < seg_hi,
+                                row0 + 8 >= seg_lo && row0 + 8 < seg_hi};
+        const bool whole_tile = seg_lo == 0 && seg_hi == ATT_BQ;
+        for (int k0 = ds; k0 < q0 + seg_hi; k0 += ATT_BK)
+            att_fwd_tile<HD>(o, m, l, qf, Ks, Vs, k, v, k0, T, Hkv, hk, t_row, ds_row, in_seg,
+                             /* keys past a row (the diagonal) or rows outside the pass */
+                             k0 + ATT_BK - 1 > q0 || !whole_tile, scale_log2, vec);
     }
 
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
-        int t = row_t[i];
+    for (int ri = 0; ri < 2; ri++) {
+        float lt = l[ri] + __shfl_xor_sync(0xffffffffu, l[ri], 1);
+        lt += __shfl_xor_sync(0xffffffffu, lt, 2);
+        const int t = t_row[ri];
         if (t >= T)
             continue;
         /* l = 0 only if no key is visible (doc_start[t] > t: not a valid input) */
-        float inv = l[i] > 0.f ? 1.f / l[i] : 0.f;
+        const float inv = lt > 0.f ? 1.f / lt : 0.f;
         __nv_bfloat16 *orow = out + ((size_t)t * Hq + h) * HD;
 #pragma unroll
-        for (int j = 0; j < NJ; j++)
-            orow[tx + 16 * j] = __float2bfloat16(o[i][j] * inv);
-        if (tx == 0)
-            lse[(size_t)h * T + t] = l[i] > 0.f ? (m[i] + log2f(l[i])) * ATT_LN2 : -INFINITY;
+        for (int n = 0; n < NO; n++) {
+            orow[n * 8 + c] = __float2bfloat16(o[n][2 * ri] * inv);
+            orow[n * 8 + c + 1] = __float2bfloat16(o[n][2 * ri + 1] * inv);
+        }
+        if ((lane & 3) == 0)
+            lse[(size_t)h * T + t] = lt > 0.f ? (m[ri] + log2f(lt)) * ATT_LN2 : -INFINITY;
     }
 }
 
@@ -240,191 +376,199 @@ static __global__ void att_bwd_delta_kernel(float *Dd, const __nv_bfloat16 *dout
 /* Backward, step 2: block (key tile, kv head) owns keys [k0, k0 + 64) of kv head hk and walks
  * every query tile that can see them, for every query head of the group: dK and dV accumulate
  * in registers (no other block writes them: no race, no atomics), dQ goes to the fp32 scratch
- * dq_acc with atomics (many key tiles add into one query row).
- *   P = exp(S - lse), dV += P^T dO, dP = dO V^T, dS = P (dP - D), dK += scale dS^T Q,
- *   dQ += scale dS K. */
+ * dq_acc with atomics (many key tiles add into one query row). Warp w owns keys
+ * [16 w, 16 w + 16) of the transposed products (rows = keys, columns = queries):
+ *   S^T = K Q^T, dP^T = V dO^T, P^T = exp(S^T - lse), dS^T = P^T (dP^T - D),
+ *   dV += P^T dO, dK += scale dS^T Q;
+ * then dS^T goes through shared memory and the warps split dQ += scale dS K by query rows (and
+ * by halves of the head dimension when a tile has 32 queries). */
 template <int HD>
-static __global__ void __launch_bounds__(ATT_THREADS, HD == 64 ? 2 : 1)
+static __global__ void __launch_bounds__(ATT_THREADS)
     att_bwd_kernel(__nv_bfloat16 *dk, __nv_bfloat16 *dv, float *dq_acc, const __nv_bfloat16 *dout,
                    const float *lse, const float *Dd, const __nv_bfloat16 *q,
                    const __nv_bfloat16 *k, const __nv_bfloat16 *v, const int32_t *doc_start, int T,
-                   int Hq, int Hkv, float scale, float scale_log2)
+                   int Hq, int Hkv, float scale, float scale_log2, bool vec)
 {
-    constexpr int LD = HD + 1;
-    constexpr int NJ = HD / 16;
-    extern __shared__ float att_smem[];
-    float *Ks = att_smem;                  /* [BK][LD] */
-    float *Vs = Ks + ATT_BK * LD;          /* [BK][LD] */
-    float *Qs = Vs + ATT_BK * LD;          /* [BQ][LD] */
-    float *dOs = Qs + ATT_BQ * LD;         /* [BQ][LD] */
-    float *Ps = dOs + ATT_BQ * LD;         /* [BQ][LDP] */
-    float *dSs = Ps + ATT_BQ * ATT_LDP;    /* [BQ][LDP] */
-    float *lse_s = dSs + ATT_BQ * ATT_LDP; /* [BQ] lse in base 2 */
-    float *D_s = lse_s + ATT_BQ;           /* [BQ] */
-    int *dss = (int *)(D_s + ATT_BQ);      /* [BQ] */
+    constexpr int BQ = att_bwd_cfg<HD>::BQ;
+    constexpr int LDS = HD + 8, LDP = BQ + 8;
+    constexpr int KS = HD / 16, NO = HD / 8, NQ = BQ / 8;
+    constexpr int QB = BQ / 16, PARTS = 4 / QB, DW = HD / PARTS; /* dQ: warps per query block */
+    extern __shared__ __align__(16) unsigned char att_raw[];
+    __nv_bfloat16 *Ks = (__nv_bfloat16 *)att_raw; /* [BK][LDS] */
+    __nv_bfloat16 *Vs = Ks + ATT_BK * LDS;        /* [BK][LDS] */
+    __nv_bfloat16 *Qs = Vs + ATT_BK * LDS;        /* [BQ][LDS] */
+    __nv_bfloat16 *dOs = Qs + BQ * LDS;           /* [BQ][LDS] */
+    __nv_bfloat16 *dSs = dOs + BQ * LDS;          /* [BK][LDP] dS^T: keys x queries */
+    float *lse_s = (float *)(dSs + ATT_BK * LDP); /* [BQ] lse in base 2 */
+    float *D_s = lse_s + BQ;                      /* [BQ] */
+    int *dss = (int *)(D_s + BQ);                 /* [BQ] */
 
-    const int tid = threadIdx.x, ty = tid >> 4, tx = tid & 15;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int g = lane >> 2, c = 2 * (lane & 3);
     const int k0 = blockIdx.x * ATT_BK;
     const int hk = blockIdx.y;
     const int group = Hq / Hkv;
     const int k_last = min(k0 + ATT_BK, T) - 1;
+    const int krow = warp * 16 + g; /* this thread's key rows krow, krow + 8 (in the tile) */
 
-    att_load_tile<HD>(Ks, k, k0, T, Hkv, hk);
-    att_load_tile<HD>(Vs, v, k0, T, Hkv, hk);
+    att_stage<HD>(Ks, k, k0, ATT_BK, T, Hkv, hk, vec);
+    att_stage<HD>(Vs, v, k0, ATT_BK, T, Hkv, hk, vec);
 
-    float dkr[4][NJ], dvr[4][NJ]; /* keys k0 + ty + 16 i, dims tx + 16 j */
+    float dkr[NO][4], dvr[NO][4];
 #pragma unroll
-    for (int i = 0; i < 4; i++)
+    for (int n = 0; n < NO; n++)
 #pragma unroll
-        for (int j = 0; j < NJ; j++) {
-            dkr[i][j] = 0.f;
-            dvr[i][j] = 0.f;
+        for (int i = 0; i < 4; i++) {
+            dkr[n][i] = 0.f;
+            dvr[n][i] = 0.f;
         }
 
     /* queries before k0 see none of these keys */
-    for (int q0 = k0; q0 < T; q0 += ATT_BQ) {
+    for (int q0 = k0; q0 < T; q0 += BQ) {
         __syncthreads(); /* the previous tile's readers of dss are done */
-        for (int r = tid; r < ATT_BQ; r += ATT_THREADS)
+        for (int r = threadIdx.x; r < BQ; r += ATT_THREADS)
             dss[r] = q0 + r < T ? doc_start[q0 + r] : INT_MAX;
         __syncthreads();
-        int ds_min = INT_MAX; /* the same in every thread: the break is uniform */
-        for (int r = 0; r < ATT_BQ; r++)
-            ds_min = min(ds_min, dss[r]);
-        if (ds_min > k_last) /* these queries and all later ones are in later documents */
+        int ds_lo, ds_hi;
+        att_ds_range(dss, BQ, &ds_lo, &ds_hi);
+        if (ds_lo > k_last) /* these queries and all later ones are in later documents */
             break;
-        int row_t[4], row_ds[4];
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            row_t[i] = q0 + ty + 16 * i;
-            row_ds[i] = dss[ty + 16 * i];
-        }
+        /* keys past a query (the diagonal), before its document, or queries past T */
+        const bool masked = k0 + ATT_BK - 1 > q0 || ds_hi > k0 || q0 + BQ > T;
 
         for (int hg = 0; hg < group; hg++) {
             const int h = hk * group + hg;
-            att_load_tile<HD>(Qs, q, q0, T, Hq, h);
-            att_load_tile<HD>(dOs, dout, q0, T, Hq, h);
-            for (int r = tid; r < ATT_BQ; r += ATT_THREADS) {
-                int t = q0 + r;
+            att_stage<HD>(Qs, q, q0, BQ, T, Hq, h, vec);
+            att_stage<HD>(dOs, dout, q0, BQ, T, Hq, h, vec);
+            for (int r = threadIdx.x; r < BQ; r += ATT_THREADS) {
+                const int t = q0 + r;
                 lse_s[r] = t < T ? lse[(size_t)h * T + t] * ATT_LOG2E : 0.f;
                 D_s[r] = t < T ? Dd[(size_t)h * T + t] : 0.f;
             }
             __syncthreads();
 
-            /* S = Q K^T and dP = dO V^T: rows ty + 16 i (queries), columns tx + 16 j (keys) */
-            float s[4][4], dp[4][4];
+            /* S^T = K Q^T and dP^T = V dO^T for this warp's 16 keys x BQ queries */
+            float st[NQ][4], dpt[NQ][4];
 #pragma unroll
-            for (int i = 0; i < 4; i++)
-#pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    s[i][j] = 0.f;
-                    dp[i][j] = 0.f;
-                }
-#pragma unroll 4
-            for (int d = 0; d < HD; d++) {
-                float qa[4], oa[4], kb[4], vb[4];
+            for (int n = 0; n < NQ; n++)
 #pragma unroll
                 for (int i = 0; i < 4; i++) {
-                    qa[i] = Qs[(ty + 16 * i) * LD + d];
-                    oa[i] = dOs[(ty + 16 * i) * LD + d];
+                    st[n][i] = 0.f;
+                    dpt[n][i] = 0.f;
                 }
 #pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    kb[j] = Ks[(tx + 16 * j) * LD + d];
-                    vb[j] = Vs[(tx + 16 * j) * LD + d];
-                }
+            for (int kk = 0; kk < KS; kk++) {
+                uint32_t ka[4], va[4];
+                att_ldsm4(ka, Ks + warp * 16 * LDS + att_a_off(lane, LDS) + kk * 16);
+                att_ldsm4(va, Vs + warp * 16 * LDS + att_a_off(lane, LDS) + kk * 16);
 #pragma unroll
-                for (int i = 0; i < 4; i++)
-#pragma unroll
-                    for (int j = 0; j < 4; j++) {
-                        s[i][j] = fmaf(qa[i], kb[j], s[i][j]);
-                        dp[i][j] = fmaf(oa[i], vb[j], dp[i][j]);
-                    }
-            }
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const int r = ty + 16 * i;
-#pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    const int c = tx + 16 * j;
-                    bool ok = att_visible(row_t[i], row_ds[i], k0 + c, T);
-                    /* masked entries are exactly 0 (never exp of something from lse = -inf) */
-                    float p = ok ? exp2f(s[i][j] * scale_log2 - lse_s[r]) : 0.f;
-                    Ps[r * ATT_LDP + c] = p;
-                    dSs[r * ATT_LDP + c] = p * (dp[i][j] - D_s[r]);
+                for (int qp = 0; qp < NQ / 2; qp++) {
+                    uint32_t b[4];
+                    att_ldsm4(b, Qs + qp * 16 * LDS + att_b_off(lane, LDS) + kk * 16);
+                    att_mma(st[2 * qp], ka, b[0], b[1]);
+                    att_mma(st[2 * qp + 1], ka, b[2], b[3]);
+                    att_ldsm4(b, dOs + qp * 16 * LDS + att_b_off(lane, LDS) + kk * 16);
+                    att_mma(dpt[2 * qp], va, b[0], b[1]);
+                    att_mma(dpt[2 * qp + 1], va, b[2], b[3]);
                 }
             }
+
+            /* P^T and dS^T in place; masked entries are exactly 0 (never exp of something from
+             * lse = -inf) */
+#pragma unroll
+            for (int n = 0; n < NQ; n++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    const int kl = krow + (i >> 1) * 8, ql = n * 8 + c + (i & 1);
+                    const bool ok = !masked || att_visible(q0 + ql, dss[ql], k0 + kl, T);
+                    const float p = ok ? exp2f(st[n][i] * scale_log2 - lse_s[ql]) : 0.f;
+                    st[n][i] = p;
+                    dpt[n][i] = p * (dpt[n][i] - D_s[ql]);
+                }
+
+                /* dV += P^T dO and dK += dS^T Q: the accumulators are the A fragments (rows =
+                 * keys, k = queries); dO and Q are stored query-major */
+#pragma unroll
+            for (int qk = 0; qk < NQ / 2; qk++) {
+                uint32_t ap[4], as[4];
+                att_acc_to_a(ap, st[2 * qk], st[2 * qk + 1]);
+                att_acc_to_a(as, dpt[2 * qk], dpt[2 * qk + 1]);
+#pragma unroll
+                for (int dp = 0; dp < NO / 2; dp++) {
+                    uint32_t b[4];
+                    att_ldsm4_t(b, dOs + qk * 16 * LDS + att_bt_off(lane, LDS) + dp * 16);
+                    att_mma(dvr[2 * dp], ap, b[0], b[1]);
+                    att_mma(dvr[2 * dp + 1], ap, b[2], b[3]);
+                    att_ldsm4_t(b, Qs + qk * 16 * LDS + att_bt_off(lane, LDS) + dp * 16);
+                    att_mma(dkr[2 * dp], as, b[0], b[1]);
+                    att_mma(dkr[2 * dp + 1], as, b[2], b[3]);
+                }
+            }
+
+            /* dS^T to shared memory, bf16 pairs of adjacent queries */
+#pragma unroll
+            for (int n = 0; n < NQ; n++)
+#pragma unroll
+                for (int half = 0; half < 2; half++)
+                    *(uint32_t *)(dSs + (krow + half * 8) * LDP + n * 8 + c) =
+                        att_pack(dpt[n][2 * half], dpt[n][2 * half + 1]);
             __syncthreads();
 
-            /* dV += P^T dO, dK += dS^T Q: keys ty + 16 i, dims tx + 16 j */
-#pragma unroll 4
-            for (int r = 0; r < ATT_BQ; r++) {
-                float pa[4], sa[4], ob[NJ], qb[NJ];
+            /* dQ += scale dS K for query rows [16 qb, 16 qb + 16) and head dims
+             * [part DW, part DW + DW): dS is read from dS^T transposed, K stored key-major */
+            {
+                const int qb = warp % QB, part = warp / QB;
+                float dqr[DW / 8][4];
 #pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    pa[i] = Ps[r * ATT_LDP + ty + 16 * i];
-                    sa[i] = dSs[r * ATT_LDP + ty + 16 * i];
-                }
+                for (int n = 0; n < DW / 8; n++)
 #pragma unroll
-                for (int j = 0; j < NJ; j++) {
-                    ob[j] = dOs[r * LD + tx + 16 * j];
-                    qb[j] = Qs[r * LD + tx + 16 * j];
-                }
+                    for (int i = 0; i < 4; i++)
+                        dqr[n][i] = 0.f;
 #pragma unroll
-                for (int i = 0; i < 4; i++)
+                for (int kk = 0; kk < ATT_BK / 16; kk++) {
+                    uint32_t a[4];
+                    /* A = dS[q][key] from dS^T[key][q]: matrices (q 0-7, keys 0-7),
+                     * (q 8-15, keys 0-7), (q 0-7, keys 8-15), (q 8-15, keys 8-15) */
+                    att_ldsm4_t(a, dSs + kk * 16 * LDP + att_b_off(lane, LDP) + qb * 16);
 #pragma unroll
-                    for (int j = 0; j < NJ; j++) {
-                        dvr[i][j] = fmaf(pa[i], ob[j], dvr[i][j]);
-                        dkr[i][j] = fmaf(sa[i], qb[j], dkr[i][j]);
+                    for (int dp = 0; dp < DW / 16; dp++) {
+                        uint32_t b[4];
+                        att_ldsm4_t(b, Ks + kk * 16 * LDS + att_bt_off(lane, LDS) + part * DW +
+                                           dp * 16);
+                        att_mma(dqr[2 * dp], a, b[0], b[1]);
+                        att_mma(dqr[2 * dp + 1], a, b[2], b[3]);
                     }
+                }
+#pragma unroll
+                for (int ri = 0; ri < 2; ri++) {
+                    const int t = q0 + qb * 16 + g + ri * 8;
+                    if (t >= T)
+                        continue;
+                    float *dst = dq_acc + ((size_t)t * Hq + h) * HD + part * DW;
+#pragma unroll
+                    for (int n = 0; n < DW / 8; n++) {
+                        atomicAdd(dst + n * 8 + c, dqr[n][2 * ri] * scale);
+                        atomicAdd(dst + n * 8 + c + 1, dqr[n][2 * ri + 1] * scale);
+                    }
+                }
             }
-
-            /* dQ += scale dS K: queries ty + 16 i, dims tx + 16 j, added into the scratch */
-            float dqr[4][NJ];
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-#pragma unroll
-                for (int j = 0; j < NJ; j++)
-                    dqr[i][j] = 0.f;
-#pragma unroll 4
-            for (int c = 0; c < ATT_BK; c++) {
-                float sa[4], kb[NJ];
-#pragma unroll
-                for (int i = 0; i < 4; i++)
-                    sa[i] = dSs[(ty + 16 * i) * ATT_LDP + c];
-#pragma unroll
-                for (int j = 0; j < NJ; j++)
-                    kb[j] = Ks[c * LD + tx + 16 * j];
-#pragma unroll
-                for (int i = 0; i < 4; i++)
-#pragma unroll
-                    for (int j = 0; j < NJ; j++)
-                        dqr[i][j] = fmaf(sa[i], kb[j], dqr[i][j]);
-            }
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const int t = row_t[i];
-                if (t >= T)
-                    continue;
-                float *dst = dq_acc + ((size_t)t * Hq + h) * HD;
-#pragma unroll
-                for (int j = 0; j < NJ; j++)
-                    atomicAdd(dst + tx + 16 * j, dqr[i][j] * scale);
-            }
-            __syncthreads(); /* Qs, dOs, Ps, dSs, lse_s, D_s are overwritten next */
+            __syncthreads(); /* Qs, dOs, dSs, lse_s, D_s are overwritten next */
         }
     }
 
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
-        const int j_tok = k0 + ty + 16 * i;
+    for (int ri = 0; ri < 2; ri++) {
+        const int j_tok = k0 + krow + ri * 8;
         if (j_tok >= T)
             continue;
         const size_t base = ((size_t)j_tok * Hkv + hk) * HD;
 #pragma unroll
-        for (int j = 0; j < NJ; j++) {
-            dk[base + tx + 16 * j] = __float2bfloat16(dkr[i][j] * scale);
-            dv[base + tx + 16 * j] = __float2bfloat16(dvr[i][j]);
-        }
+        for (int n = 0; n < NO; n++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                dk[base + n * 8 + c + e] = __float2bfloat16(dkr[n][2 * ri + e] * scale);
+                dv[base + n * 8 + c + e] = __float2bfloat16(dvr[n][2 * ri + e]);
+            }
     }
 }
 
@@ -443,6 +587,13 @@ static bool att_shape_ok(int T, int Hq, int Hkv, int hd)
     return Hq <= 65535; /* gridDim.y of the forward */
 }
 
+/* may the tiles move as 16-byte vectors? (rows are hd * 2 = 128 or 256 bytes: only the bases
+ * matter) */
+static bool att_aligned16(const void *a, const void *b, const void *c)
+{
+    return ((uintptr_t)a | (uintptr_t)b | (uintptr_t)c) % 16 == 0;
+}
+
 template <int HD>
 static cudaError_t att_forward_launch(kg_bf16 *out, float *lse, const kg_bf16 *q, const kg_bf16 *k,
                                       const kg_bf16 *v, const int32_t *doc_start, int T, int Hq,
@@ -456,7 +607,7 @@ static cudaError_t att_forward_launch(kg_bf16 *out, float *lse, const kg_bf16 *q
     dim3 grid((unsigned)((T + ATT_BQ - 1) / ATT_BQ), (unsigned)Hq);
     att_fwd_kernel<HD><<<grid, ATT_THREADS, smem, s>>>(
         (__nv_bfloat16 *)out, lse, (const __nv_bfloat16 *)q, (const __nv_bfloat16 *)k,
-        (const __nv_bfloat16 *)v, doc_start, T, Hq, Hkv, scale * ATT_LOG2E);
+        (const __nv_bfloat16 *)v, doc_start, T, Hq, Hkv, scale * ATT_LOG2E, att_aligned16(q, k, v));
     return cudaGetLastError();
 }
 
@@ -475,7 +626,7 @@ static cudaError_t att_bwd_main_launch(kg_bf16 *dk, kg_bf16 *dv, float *dq_acc, 
     att_bwd_kernel<HD><<<grid, ATT_THREADS, smem, s>>>(
         (__nv_bfloat16 *)dk, (__nv_bfloat16 *)dv, dq_acc, (const __nv_bfloat16 *)dout, lse, Dd,
         (const __nv_bfloat16 *)q, (const __nv_bfloat16 *)k, (const __nv_bfloat16 *)v, doc_start, T,
-        Hq, Hkv, scale, scale * ATT_LOG2E);
+        Hq, Hkv, scale, scale * ATT_LOG2E, att_aligned16(q, k, v) && att_aligned16(dout, q, q));
     return cudaGetLastError();
 }
 
