@@ -37,6 +37,8 @@ typedef struct dec_scratch {
     uint64_t *seeds, *offsets;                /* [rows] */
     void *sample_ws;
     size_t sample_ws_bytes;
+    void *attn_ws; /* kg_decode_attention's partials, sized for max_tokens queries */
+    size_t attn_ws_bytes;
 } dec_scratch;
 
 struct pol_gpu_dec {
@@ -62,7 +64,7 @@ struct pol_gpu_dec {
 
 /* Lays out the scratch for T tokens and R rows from base (NULL: counts into *used). */
 static void carve(const pol_gpu *g, dec_scratch *s, uint8_t *base, size_t *used, size_t T, size_t R,
-                  size_t sample_ws)
+                  size_t sample_ws, size_t attn_ws)
 {
     const pol_dims *d = &g->d;
     size_t heads = (size_t)(d->H > d->KV ? d->H : d->KV);
@@ -90,6 +92,8 @@ static void carve(const pol_gpu *g, dec_scratch *s, uint8_t *base, size_t *used,
     s->offsets = TAKE(uint64_t, R);
     s->sample_ws = pg_take(base, used, sample_ws);
     s->sample_ws_bytes = sample_ws;
+    s->attn_ws = pg_take(base, used, attn_ws);
+    s->attn_ws_bytes = attn_ws;
 }
 
 static int alloc_host(pol_gpu_dec *d)
@@ -128,8 +132,10 @@ int pol_gpu_dec_create(pol_gpu_dec **out, pol_gpu *g, int n_slots, int max_len, 
     }
     int R = max_tokens < n_slots ? max_tokens : n_slots;
     size_t ws = kg_sample_workspace_bytes(R, g->d.V);
+    /* enough for any append: the size only grows with the number of queries */
+    size_t attn_ws = kg_decode_attention_workspace_bytes(max_tokens, g->d.H, g->d.hd, max_len);
     size_t used = 0;
-    carve(g, &d->s, NULL, &used, (size_t)max_tokens, (size_t)R, ws);
+    carve(g, &d->s, NULL, &used, (size_t)max_tokens, (size_t)R, ws, attn_ws);
     d->layer_stride = (size_t)n_slots * (size_t)max_len * g->d.kvd;
     size_t cache_bytes = 2 * (size_t)g->d.L * d->layer_stride * sizeof(kg_bf16);
     pg_run r = {g, err, errcap, "decode_gpu create", -1};
@@ -150,7 +156,7 @@ int pol_gpu_dec_create(pol_gpu_dec **out, pol_gpu *g, int n_slots, int max_len, 
         return -1;
     }
     used = 0;
-    carve(g, &d->s, d->arena, &used, (size_t)max_tokens, (size_t)R, ws);
+    carve(g, &d->s, d->arena, &used, (size_t)max_tokens, (size_t)R, ws, attn_ws);
     *out = d;
     return 0;
 }
@@ -347,11 +353,11 @@ static int dec_layer(pg_run *r, pol_gpu_dec *d, int l, const append_plan *p)
                           st),
               "kv cache write"))
         return -1;
-    cudaError_t e = p->fresh
-                        ? kg_attention_forward(s->att, s->lse, s->q, s->k, s->v, doc, T, dm->H,
-                                               dm->KV, dm->hd, scale, st)
-                        : kg_decode_attention(s->att, s->q, kc, vc, slot, ctx, T, dm->H, dm->KV,
-                                              dm->hd, d->n_slots, d->max_len, scale, st);
+    cudaError_t e = p->fresh ? kg_attention_forward(s->att, s->lse, s->q, s->k, s->v, doc, T, dm->H,
+                                                    dm->KV, dm->hd, scale, st)
+                             : kg_decode_attention(s->att, s->q, kc, vc, slot, ctx, T, dm->H,
+                                                   dm->KV, dm->hd, d->n_slots, d->max_len, scale,
+                                                   s->attn_ws, s->attn_ws_bytes, st);
     /* the residual adds ride on the matmuls (beta = 1), as in the training forward, here in
      * place: the stream is both the layer's input and its x_mid */
     if (pg_ck(r, e, p->fresh ? "attention (prefill)" : "attention (cached)") ||

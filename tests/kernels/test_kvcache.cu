@@ -7,27 +7,41 @@
  *     the written rows changes. Vectorised rows (Hkv * hd a multiple of 8, aligned), rows longer
  *     than the block (threads loop), an odd row (37) and misaligned k/v or caches (scalar path).
  * (2) decode against a double CPU reference (softmax over the ctx_len cached tokens, query head
- *     h reading kv head h / (Hq / Hkv), the given scale), hd 64 and 128, Hq/Hkv 14/2 and 8/8; in
- *     each batch the sequences have different ctx_len (1 .. 4096: one chunk of 256 and several,
- *     chunk boundaries 255/256/257, max_len 4096 and 1000 (a partial last chunk), a scale other
- *     than 1/sqrt(hd)) and live in shuffled slots. Every cache position that no sequence owns
- *     (other slots, and each slot past its ctx_len) holds NaN: a read of one shows up as NaN.
- *     Sequences with an invalid slot or ctx_len get a NaN row (kvcache.cu's stated behaviour)
- *     and do not disturb the others.
+ *     h reading kv head h / (Hq / Hkv), the given scale), hd 64 and 128, Hq/Hkv 14/2, 8/8, 8/1
+ *     and 4/4 (the decoder gives a block several warps per query head when Hq/Hkv is small: 4/4
+ *     and 8/8 take that path). The chunk of keys per block depends on B * Hkv and max_len (32 at
+ *     batch 1 and max_len 8192 with 2 kv heads, 256 at batch 64), so the cases cover chunk
+ *     boundaries at several chunk sizes:
+ *       - batch 1, ctx 1, 31, 32, 33, 300, 4097 in a max_len of 8192 (most chunks past ctx_len:
+ *         their blocks must write nothing the merge reads), and invalid batch-1 calls;
+ *       - batches of 8 and 10 with every ctx_len class (1 .. 4096: one chunk and several, 255/256/
+ *         257, max_len 4096 and 1000 (a partial last chunk), a scale other than 1/sqrt(hd));
+ *       - batches of 64 with random and mixed ctx_len (tiny ones beside 8192 in one call);
+ *       - caches misaligned by one element (the scalar loads).
+ *     Sequences live in shuffled slots. Every cache position that no sequence owns (other slots,
+ *     and each slot past its ctx_len) holds NaN: a read of one shows up as NaN. Sequences with an
+ *     invalid slot or ctx_len get a NaN row (kvcache.cu's stated behaviour) and do not disturb
+ *     the others. The workspace is exactly kg_decode_attention_workspace_bytes, filled with NaN
+ *     (a partial read before it is written shows up) and followed by guard bytes that must stay
+ *     as they were (a write past the stated size shows up).
  * (3) consistency with kg_attention_forward: a packed prefill (causal, doc_start), its k/v
  *     written to the cache by kg_kv_write; then (a) the last token of each document decoded with
  *     ctx_len = its document's length, (b) every token decoded at once (B = T, ctx_len = its
  *     position + 1, the rest of the document in the cache after it), (c) step by step: a fresh
- *     (NaN) cache, one token per document appended per step and decoded. All against the
- *     forward's rows; (c) must also equal (b) bit for bit (same data, same arithmetic: what lies
- *     past ctx_len, future tokens or NaN, must not matter).
+ *     (NaN) cache, one token per document appended per step and decoded, with one workspace
+ *     sized for the largest step. All against the forward's rows; (c) must also equal bit for
+ *     bit the same step's queries decoded against the full cache of (b) (same call shape, same
+ *     arithmetic: what lies past ctx_len, future tokens or NaN, must not matter).
  * (4) slot reuse: a slot that held a long sequence (whose keys are its queries scaled up, so
  *     that any stale token read would dominate the softmax) then a shorter one, then a shorter
  *     still: decode with the short ctx_len matches the reference and equals bit for bit the same
  *     data decoded from a slot whose tail is NaN.
- * (5) argument errors of both, B = 0 and T = 0 as no-ops that write nothing.
+ * (5) argument errors of both (the decode workspace NULL, one byte short, misaligned among
+ *     them), B = 0 and T = 0 as no-ops that write nothing; kg_decode_attention_workspace_bytes
+ *     0 for invalid arguments and never smaller for a larger B.
  *
- * KGYM_KERNEL_SMALL=1 (compute-sanitizer) runs a few small shapes only. */
+ * KGYM_KERNEL_SMALL=1 (compute-sanitizer) runs a few small shapes only, among them a batch-1
+ * call over mostly empty chunks, a split of a chunk across warps and a multi-chunk merge. */
 #include <limits.h>
 #include <stdarg.h>
 
@@ -42,25 +56,24 @@
 /* Tolerance against the double reference: out is rounded once to bf16, an error of at most
  * 2^-8 of its fp32 value. Before that the fp32 value differs from the exact one by fp32
  * rounding in the scores (a dot of hd terms of size <= 4 |scale|), in __expf (a few ulp) and in
- * the sums of at most 256 terms per chunk plus the merge: with |v| <= 1 those move out by ~1e-6
- * typically and stay far under 1e-4. So |got - want| <= 1e-4 + 2^-8 |want|. What this still
- * catches: one token too few at ctx 4096 (p_j ~ 1e-3 there) moves 1-5% of that sequence's
- * values past the tolerance, at short contexts nearly all of them; a lost chunk, a merge without
- * its rescale, a wrong head, slot or scale move most values by 1e-2 or more; a token read past
- * ctx_len is a NaN (every unowned cache position is NaN). */
+ * the sums of at most 256 terms per chunk (the B = T calls of (3) use up to ~900) plus the
+ * merge: with |v| <= 1 those move out by ~1e-6 typically and stay far under 1e-4. So |got - want|
+ * <= 1e-4 + 2^-8 |want|. What this still catches: one token too few at ctx 4096 (p_j ~ 1e-3 there)
+ * moves 1-5% of that sequence's values past the tolerance, at short contexts nearly all of them; a
+ * lost chunk, a merge without its rescale, a wrong head, slot or scale move most values by 1e-2 or
+ * more; a token read past ctx_len is a NaN (every unowned cache position is NaN). */
 #define DEC_ATOL 1e-4f
 #define DEC_RTOL (1.f / 256.f)
-/* Decode against kg_attention_forward: two fp32 computations of the same value, each rounded
- * to bf16. Rounded values at most one bf16 ulp apart (<= 2^-7 of either) plus the fp32
- * difference (< 1e-4, as above); 1% slack on the ulp for the relative-to-which-side term. */
-#define CONS_ATOL 1e-4f
+/* Decode against kg_attention_forward: the forward runs P V on the tensor cores, with each
+ * probability rounded to bf16 (relative error <= 2^-8) while its row sum stays fp32, so its
+ * fp32 output moves by up to 2^-8 sum_j p_j |v_j| / sum_j p_j <= 2^-8 (|v| <= 1 here); the
+ * decode is fp32 throughout. Then both are rounded to bf16: at most one bf16 ulp apart (<= 2^-7
+ * of either), 1% slack on the ulp for the relative-to-which-side term, plus the fp32 difference
+ * (< 1e-4, as above). The decode's own accuracy is held to DEC_* against the double reference;
+ * this check is about the two paths agreeing on layout (slots, positions, documents), which any
+ * such error moves by far more. */
+#define CONS_ATOL (1.f / 256.f + 1e-4f)
 #define CONS_RTOL (1.01f / 128.f)
-
-static int small_only(void)
-{
-    const char *e = getenv("KGYM_KERNEL_SMALL");
-    return e && *e && strcmp(e, "0") != 0;
-}
 
 /* ---- small helpers ---- */
 
@@ -287,29 +300,85 @@ static void ref_decode(float *out, const float *q, const float *k, const float *
     free(p);
 }
 
-/* a pair of caches [n_slots, max_len, Hkv, hd], all NaN */
+/* a pair of caches [n_slots, max_len, Hkv, hd], all NaN, starting off elements into their
+ * buffers (off 1: not 16-byte aligned, the decoder's scalar loads) */
 typedef struct {
-    kg_bf16 *k, *v;
+    kg_bf16 *k, *v, *kbuf, *vbuf;
     int n_slots, max_len, Hkv, hd;
 } dev_cache;
 
-static void cache_alloc(dev_cache *c, int n_slots, int max_len, int Hkv, int hd)
+static void cache_alloc_off(dev_cache *c, int n_slots, int max_len, int Hkv, int hd, int off)
 {
     const size_t n = (size_t)n_slots * max_len * Hkv * hd;
     c->n_slots = n_slots;
     c->max_len = max_len;
     c->Hkv = Hkv;
     c->hd = hd;
-    c->k = dev_bf(n);
-    c->v = dev_bf(n);
-    KC_CUDA(cudaMemset(c->k, NAN_BYTE, n * sizeof *c->k));
-    KC_CUDA(cudaMemset(c->v, NAN_BYTE, n * sizeof *c->v));
+    c->kbuf = dev_bf(n + 8);
+    c->vbuf = dev_bf(n + 8);
+    KC_CUDA(cudaMemset(c->kbuf, NAN_BYTE, (n + 8) * sizeof *c->kbuf));
+    KC_CUDA(cudaMemset(c->vbuf, NAN_BYTE, (n + 8) * sizeof *c->vbuf));
+    c->k = c->kbuf + off;
+    c->v = c->vbuf + off;
+}
+
+static void cache_alloc(dev_cache *c, int n_slots, int max_len, int Hkv, int hd)
+{
+    cache_alloc_off(c, n_slots, max_len, Hkv, hd, 0);
 }
 
 static void cache_free(dev_cache *c)
 {
-    KC_CUDA(cudaFree(c->k));
-    KC_CUDA(cudaFree(c->v));
+    KC_CUDA(cudaFree(c->kbuf));
+    KC_CUDA(cudaFree(c->vbuf));
+}
+
+/* ---- the decode workspace ---- */
+
+#define WS_GUARD 256
+#define WS_GUARD_BYTE 0xA5
+
+/* exactly kg_decode_attention_workspace_bytes(B, Hq, hd, max_len) bytes, all NaN floats, then
+ * WS_GUARD guard bytes */
+typedef struct {
+    unsigned char *buf;
+    size_t bytes;
+} dec_ws;
+
+static void ws_alloc(dec_ws *w, int B, int Hq, int hd, int max_len)
+{
+    w->bytes = kg_decode_attention_workspace_bytes(B, Hq, hd, max_len);
+    if (w->bytes == 0) {
+        fprintf(stderr, "kg_decode_attention_workspace_bytes(%d, %d, %d, %d) is 0\n", B, Hq, hd,
+                max_len);
+        exit(2);
+    }
+    KC_CUDA(cudaMalloc((void **)&w->buf, w->bytes + WS_GUARD));
+    KC_CUDA(cudaMemset(w->buf, NAN_BYTE, w->bytes));
+    KC_CUDA(cudaMemset(w->buf + w->bytes, WS_GUARD_BYTE, WS_GUARD));
+}
+
+/* frees w; 0 and a FAIL line when a kernel wrote past its stated size */
+static int ws_free(dec_ws *w, const char *label)
+{
+    unsigned char h[WS_GUARD];
+    KC_CUDA(cudaMemcpy(h, w->buf + w->bytes, WS_GUARD, cudaMemcpyDeviceToHost));
+    KC_CUDA(cudaFree(w->buf));
+    int bad = 0;
+    for (int i = 0; i < WS_GUARD; i++)
+        bad += h[i] != WS_GUARD_BYTE;
+    if (bad)
+        printf("FAIL %s: %d guard bytes past the %zu-byte workspace overwritten\n", label, bad,
+               w->bytes);
+    return bad == 0;
+}
+
+/* kg_decode_attention over the caches of c with the workspace w */
+static cudaError_t decode(kg_bf16 *out, const kg_bf16 *q, const dev_cache *c, const int32_t *slot,
+                          const int32_t *ctx, int B, int Hq, float scale, const dec_ws *w)
+{
+    return kg_decode_attention(out, q, c->k, c->v, slot, ctx, B, Hq, c->Hkv, c->hd, c->n_slots,
+                               c->max_len, scale, w->buf, w->bytes, 0);
 }
 
 /* slot s's positions [0, len) to NaN again */
@@ -329,13 +398,13 @@ static int seq_valid(int slot, int ctx, int n_slots, int max_len)
 
 /* B sequences, sequence b in slot[b] with ctx[b] tokens uploaded straight into the cache (so
  * that only decode is under test); entries with an invalid slot or ctx get no data and must
- * come back all NaN. */
+ * come back all NaN. cache_off: the caches start that many elements into their buffers. */
 static int check_decode(const char *name, int Hq, int Hkv, int hd, int n_slots, int max_len, int B,
-                        const int *ctx, const int *slot, float scale, uint64_t seed)
+                        const int *ctx, const int *slot, float scale, int cache_off, uint64_t seed)
 {
     const int row = Hkv * hd, qrow = Hq * hd;
     dev_cache c;
-    cache_alloc(&c, n_slots, max_len, Hkv, hd);
+    cache_alloc_off(&c, n_slots, max_len, Hkv, hd, cache_off);
     float *q = host_rand((size_t)B * qrow, seed, -2.f, 2.f);
     float *want = (float *)malloc(((size_t)B * qrow + 1) * sizeof *want);
     float *gotv = (float *)malloc(((size_t)B * qrow + 1) * sizeof *gotv);
@@ -361,8 +430,9 @@ static int check_decode(const char *name, int Hq, int Hkv, int hd, int n_slots, 
     put_bf(q_d, q, (size_t)B * qrow);
     int32_t *slot_d = dev_i32(slot32, B), *ctx_d = dev_i32(ctx32, B);
 
-    KC_CUDA(kg_decode_attention(out_d, q_d, c.k, c.v, slot_d, ctx_d, B, Hq, Hkv, hd, n_slots,
-                                max_len, scale, 0));
+    dec_ws w;
+    ws_alloc(&w, B, Hq, hd, max_len);
+    KC_CUDA(decode(out_d, q_d, &c, slot_d, ctx_d, B, Hq, scale, &w));
     KC_CUDA(cudaDeviceSynchronize());
     float *got = get_bf(out_d, (size_t)B * qrow);
 
@@ -379,15 +449,16 @@ static int check_decode(const char *name, int Hq, int Hkv, int hd, int n_slots, 
                 not_nan += !isnan(r[i]);
         }
     }
-    char label[160];
-    snprintf(label, sizeof label, "decode %s Hq %2d Hkv %d hd %3d B %2d max_len %4d", name, Hq, Hkv,
-             hd, B, max_len);
-    int ok = kc_close(label, gotv, want, nv, DEC_ATOL, DEC_RTOL);
+    char label[192];
+    snprintf(label, sizeof label, "decode %s Hq %2d Hkv %d hd %3d B %2d max_len %4d%s", name, Hq,
+             Hkv, hd, B, max_len, cache_off ? " caches misaligned" : "");
+    int ok = nv == 0 || kc_close(label, gotv, want, nv, DEC_ATOL, DEC_RTOL);
     if (ninv) {
         snprintf(label, sizeof label, "decode %s Hq %2d Hkv %d hd %3d invalid sequences", name, Hq,
                  Hkv, hd);
         ok &= report(label, not_nan == 0, "%zu rows, %zu values not NaN", ninv, not_nan);
     }
+    ok &= ws_free(&w, label);
 
     cache_free(&c);
     KC_CUDA(cudaFree(q_d));
@@ -406,13 +477,37 @@ static int check_decode_batches(int Hq, int Hkv, int hd, uint64_t seed)
     /* every ctx_len class, in shuffled slots; slots 2, 6 and 8 belong to nobody (NaN) */
     const int ctx_a[] = {1, 2, 17, 255, 256, 257, 1000, 4096};
     const int slot_a[] = {9, 3, 0, 7, 10, 1, 5, 4};
-    ok &= check_decode("lens 1..4096", Hq, Hkv, hd, 11, 4096, 8, ctx_a, slot_a, scale, seed);
+    ok &= check_decode("lens 1..4096", Hq, Hkv, hd, 11, 4096, 8, ctx_a, slot_a, scale, 0, seed);
     /* max_len 1000: the last chunk partial; another scale; invalid entries among valid ones
      * (slot -1, slot n_slots, ctx 0, ctx max_len + 1) */
     const int ctx_b[] = {1000, 999, 0, 3, 744, 768, 7, 769, 1001, 5};
     const int slot_b[] = {2, 0, 1, 5, 3, 4, -1, 6, 7, 8};
-    ok &= check_decode("max_len 1000", Hq, Hkv, hd, 8, 1000, 10, ctx_b, slot_b, 0.7f * scale,
+    ok &= check_decode("max_len 1000", Hq, Hkv, hd, 8, 1000, 10, ctx_b, slot_b, 0.7f * scale, 0,
                        seed + 1);
+    return ok;
+}
+
+/* Batch 1 in a cache of max_len 8192: at 2 kv heads the chunk is 32 keys, 256 chunks, so ctx
+ * 31 / 32 / 33 end inside, at the end of, and one past the first chunk, and nearly every block
+ * is past ctx_len. Slot 1 of 3: the neighbouring slots are NaN. Then calls whose only sequence
+ * is invalid (ctx 0, ctx max_len + 1, slot 3): a NaN row. */
+static int check_decode_single(int Hq, int Hkv, int hd, uint64_t seed)
+{
+    static const int ctxs[] = {1, 31, 32, 33, 300, 4097};
+    const float scale = 1.f / sqrtf((float)hd);
+    const int one = 1;
+    int ok = 1;
+    char name[32];
+    for (int i = 0; i < (int)(sizeof ctxs / sizeof ctxs[0]); i++) {
+        snprintf(name, sizeof name, "ctx %4d", ctxs[i]);
+        ok &= check_decode(name, Hq, Hkv, hd, 3, 8192, 1, &ctxs[i], &one, scale, 0, seed + i);
+    }
+    static const int bad_ctx[] = {0, 8193, 5}, bad_slot[] = {1, 1, 3};
+    for (int i = 0; i < 3; i++) {
+        snprintf(name, sizeof name, "ctx %d slot %d", bad_ctx[i], bad_slot[i]);
+        ok &= check_decode(name, Hq, Hkv, hd, 3, 8192, 1, &bad_ctx[i], &bad_slot[i], scale, 0,
+                           seed + 10 + i);
+    }
     return ok;
 }
 
@@ -428,9 +523,30 @@ static int check_decode_random(int Hq, int Hkv, int hd, int B, int max_len, uint
         ctx[b] = 1 + (int)(kc_next(&st) % (uint64_t)max_len);
     ctx[0] = max_len;
     int ok = check_decode("random lens", Hq, Hkv, hd, n_slots, max_len, B, ctx, perm,
-                          1.f / sqrtf((float)hd), seed);
+                          1.f / sqrtf((float)hd), 0, seed);
     free(perm), free(ctx);
     return ok;
+}
+
+/* B = 64 in max_len 8192 (chunk 256 at 2 kv heads), ctx_len mixed: the chunk-boundary and tiny
+ * ones of batch 1, max_len itself, then half short (<= 64) and half anywhere, so that most
+ * blocks of most sequences are past ctx_len while a few sequences use every chunk */
+static int check_decode_mixed(int Hq, int Hkv, int hd, uint64_t seed)
+{
+    enum { B = 64, MAX_LEN = 8192 };
+    static const int fixed[] = {1, 31, 32, 33, 255, 256, 257, 300, 4097, MAX_LEN, MAX_LEN - 1, 2};
+    const int nfixed = (int)(sizeof fixed / sizeof fixed[0]), n_slots = B + 6;
+    int perm[B + 6], ctx[B];
+    shuffle(perm, n_slots, seed);
+    uint64_t st = seed * 0x9E3779B97F4A7C15ULL + 17;
+    for (int b = 0; b < B; b++) {
+        const uint64_t r = kc_next(&st);
+        ctx[b] = b < nfixed ? fixed[b]
+                 : r & 1    ? 1 + (int)((r >> 1) % 64)
+                            : 1 + (int)((r >> 1) % MAX_LEN);
+    }
+    return check_decode("mixed lens", Hq, Hkv, hd, n_slots, MAX_LEN, B, ctx, perm,
+                        1.f / sqrtf((float)hd), 0, seed);
 }
 
 /* ---- (3) consistency with kg_attention_forward ---- */
@@ -503,18 +619,26 @@ static void prefill_desc(char *buf, size_t n, const prefill *p)
     snprintf(buf, n, "Hq %2d Hkv %d hd %3d T %4d docs %d", p->Hq, p->Hkv, p->hd, p->T, p->ndocs);
 }
 
-/* (a) and (b): the whole prefill written by kv_write, then decoded; returns (b)'s output
- * (host) in *all_out for the bitwise comparison with (c) */
-static int check_prefill_decode(const prefill *p, float **all_out)
+/* a NaN cache holding the whole prefill, written by kv_write (each document in its slot) */
+static void full_cache(dev_cache *c, const prefill *p)
+{
+    cache_alloc(c, p->n_slots, p->max_len, p->Hkv, p->hd);
+    int32_t *slot_d = dev_i32(p->slot_t, p->T), *pos_d = dev_i32(p->pos_t, p->T);
+    KC_CUDA(kg_kv_write(c->k, c->v, p->k_d, p->v_d, slot_d, pos_d, p->T, p->n_slots, p->max_len,
+                        p->Hkv, p->hd, 0));
+    KC_CUDA(cudaDeviceSynchronize());
+    KC_CUDA(cudaFree(slot_d));
+    KC_CUDA(cudaFree(pos_d));
+}
+
+/* (a) and (b): the whole prefill written by kv_write, then decoded */
+static int check_prefill_decode(const prefill *p)
 {
     const int T = p->T, qrow = p->Hq * p->hd;
     char desc[96], label[192];
     prefill_desc(desc, sizeof desc, p);
     dev_cache c;
-    cache_alloc(&c, p->n_slots, p->max_len, p->Hkv, p->hd);
-    int32_t *slot_d = dev_i32(p->slot_t, T), *pos_d = dev_i32(p->pos_t, T);
-    KC_CUDA(kg_kv_write(c.k, c.v, p->k_d, p->v_d, slot_d, pos_d, T, p->n_slots, p->max_len, p->Hkv,
-                        p->hd, 0));
+    full_cache(&c, p);
     int ok = 1;
 
     /* (a) the last token of each document, ctx_len = the document's length */
@@ -532,36 +656,40 @@ static int check_prefill_decode(const prefill *p, float **all_out)
         memcpy(want + (size_t)d * qrow, p->fwd + (size_t)(t - 1) * qrow, qrow * sizeof *want);
     }
     int32_t *ctx_d = dev_i32(ctx, nd), *sl_d = dev_i32(sl, nd);
-    KC_CUDA(kg_decode_attention(out_last, q_last, c.k, c.v, sl_d, ctx_d, nd, p->Hq, p->Hkv, p->hd,
-                                p->n_slots, p->max_len, p->scale, 0));
+    dec_ws w;
+    ws_alloc(&w, nd, p->Hq, p->hd, p->max_len);
+    KC_CUDA(decode(out_last, q_last, &c, sl_d, ctx_d, nd, p->Hq, p->scale, &w));
     KC_CUDA(cudaDeviceSynchronize());
     float *got = get_bf(out_last, (size_t)nd * qrow);
     snprintf(label, sizeof label, "prefill+decode last tokens = forward %s", desc);
     ok &= kc_close(label, got, want, (size_t)nd * qrow, CONS_ATOL, CONS_RTOL);
+    ok &= ws_free(&w, label);
     free(got);
     KC_CUDA(cudaFree(ctx_d));
 
-    /* (b) every token at once: B = T, q is the prefill's own q, ctx_len = position + 1 */
+    /* (b) every token at once: B = T, q is the prefill's own q, ctx_len = position + 1 (in the
+     * full run a batch large enough for chunks longer than 256) */
     for (int t = 0; t < T; t++)
         ctx[t] = p->pos_t[t] + 1;
     ctx_d = dev_i32(ctx, T);
+    int32_t *slot_d = dev_i32(p->slot_t, T);
     kg_bf16 *out_all = dev_bf((size_t)T * qrow);
-    KC_CUDA(kg_decode_attention(out_all, p->q_d, c.k, c.v, slot_d, ctx_d, T, p->Hq, p->Hkv, p->hd,
-                                p->n_slots, p->max_len, p->scale, 0));
+    ws_alloc(&w, T, p->Hq, p->hd, p->max_len);
+    KC_CUDA(decode(out_all, p->q_d, &c, slot_d, ctx_d, T, p->Hq, p->scale, &w));
     KC_CUDA(cudaDeviceSynchronize());
-    *all_out = get_bf(out_all, (size_t)T * qrow);
+    got = get_bf(out_all, (size_t)T * qrow);
     snprintf(label, sizeof label, "prefill+decode every token = forward %s", desc);
-    ok &= kc_close(label, *all_out, p->fwd, (size_t)T * qrow, CONS_ATOL, CONS_RTOL);
+    ok &= kc_close(label, got, p->fwd, (size_t)T * qrow, CONS_ATOL, CONS_RTOL);
+    ok &= ws_free(&w, label);
 
     cache_free(&c);
     KC_CUDA(cudaFree(slot_d));
-    KC_CUDA(cudaFree(pos_d));
     KC_CUDA(cudaFree(ctx_d));
     KC_CUDA(cudaFree(sl_d));
     KC_CUDA(cudaFree(q_last));
     KC_CUDA(cudaFree(out_last));
     KC_CUDA(cudaFree(out_all));
-    free(ctx), free(sl), free(want);
+    free(ctx), free(sl), free(want), free(got);
     return ok;
 }
 
@@ -574,9 +702,12 @@ static void gather_rows(float *dst, const float *src, const int *order, int n, i
 }
 
 /* (c) step by step from a NaN cache: step i appends token i of every document still running
- * (kv_write of one token per sequence) and decodes those tokens with ctx_len i + 1. Tokens are
- * laid out step-major on the device once, so the steps are only launches, in stream order. */
-static int check_step_by_step(const prefill *p, const float *all_out)
+ * (kv_write of one token per sequence) and decodes those tokens with ctx_len i + 1; the same
+ * queries are also decoded against the full cache (the whole prefill written at once), a call
+ * of the same shape. Tokens are laid out step-major on the device once, so the steps are only
+ * launches, in stream order. One workspace, sized for the largest step (every document), serves
+ * every step. */
+static int check_step_by_step(const prefill *p)
 {
     const int T = p->T, qrow = p->Hq * p->hd, row = p->Hkv * p->hd;
     int longest = 0;
@@ -609,23 +740,28 @@ static int check_step_by_step(const prefill *p, const float *all_out)
     }
     kg_bf16 *qs_d = dev_bf((size_t)T * qrow), *ks_d = dev_bf((size_t)T * row);
     kg_bf16 *vs_d = dev_bf((size_t)T * row), *out_d = dev_bf((size_t)T * qrow);
+    kg_bf16 *full_d = dev_bf((size_t)T * qrow);
     put_bf(qs_d, qs, (size_t)T * qrow);
     put_bf(ks_d, ks, (size_t)T * row);
     put_bf(vs_d, vs, (size_t)T * row);
     int32_t *sl_d = dev_i32(sl, T), *pos_d = dev_i32(pos, T), *ctx_d = dev_i32(ctx, T);
-    dev_cache c;
+    dev_cache c, cf;
     cache_alloc(&c, p->n_slots, p->max_len, p->Hkv, p->hd);
+    full_cache(&cf, p);
+    dec_ws w;
+    ws_alloc(&w, p->ndocs, p->Hq, p->hd, p->max_len);
 
     for (int i = 0; i < longest; i++) {
         const int o = step_off[i], n = step_off[i + 1] - o;
         KC_CUDA(kg_kv_write(c.k, c.v, ks_d + (size_t)o * row, vs_d + (size_t)o * row, sl_d + o,
                             pos_d + o, n, p->n_slots, p->max_len, p->Hkv, p->hd, 0));
-        KC_CUDA(kg_decode_attention(out_d + (size_t)o * qrow, qs_d + (size_t)o * qrow, c.k, c.v,
-                                    sl_d + o, ctx_d + o, n, p->Hq, p->Hkv, p->hd, p->n_slots,
-                                    p->max_len, p->scale, 0));
+        KC_CUDA(decode(out_d + (size_t)o * qrow, qs_d + (size_t)o * qrow, &c, sl_d + o, ctx_d + o,
+                       n, p->Hq, p->scale, &w));
+        KC_CUDA(decode(full_d + (size_t)o * qrow, qs_d + (size_t)o * qrow, &cf, sl_d + o, ctx_d + o,
+                       n, p->Hq, p->scale, &w));
     }
     KC_CUDA(cudaDeviceSynchronize());
-    float *got = get_bf(out_d, (size_t)T * qrow);
+    float *got = get_bf(out_d, (size_t)T * qrow), *full = get_bf(full_d, (size_t)T * qrow);
     float *want = (float *)malloc((size_t)T * qrow * sizeof *want);
     char desc[96], label[192];
     prefill_desc(desc, sizeof desc, p);
@@ -633,24 +769,26 @@ static int check_step_by_step(const prefill *p, const float *all_out)
     snprintf(label, sizeof label, "decode step by step (%d steps) = forward %s", longest, desc);
     int ok = kc_close(label, got, want, (size_t)T * qrow, CONS_ATOL, CONS_RTOL);
 
-    /* bit for bit the full-cache decode of (b): NaN on either side counts as a difference */
-    gather_rows(want, all_out, order, T, qrow);
+    /* bit for bit the full-cache decode: NaN on either side counts as a difference */
     size_t diff = 0;
     for (size_t i = 0; i < (size_t)T * qrow; i++)
-        diff += !(got[i] == want[i]);
+        diff += !(got[i] == full[i]);
     snprintf(label, sizeof label, "decode step by step = full-cache decode bitwise %s", desc);
     ok &= report(label, diff == 0, "%zu of %zu values differ", diff, (size_t)T * qrow);
+    ok &= ws_free(&w, label);
 
     cache_free(&c);
+    cache_free(&cf);
     KC_CUDA(cudaFree(qs_d));
     KC_CUDA(cudaFree(ks_d));
     KC_CUDA(cudaFree(vs_d));
     KC_CUDA(cudaFree(out_d));
+    KC_CUDA(cudaFree(full_d));
     KC_CUDA(cudaFree(sl_d));
     KC_CUDA(cudaFree(pos_d));
     KC_CUDA(cudaFree(ctx_d));
     free(order), free(step_off), free(qs), free(ks), free(vs), free(sl), free(pos), free(ctx);
-    free(got), free(want);
+    free(got), free(full), free(want);
     return ok;
 }
 
@@ -659,10 +797,8 @@ static int check_consistency(int Hq, int Hkv, int hd, const int *lens, const int
 {
     prefill p;
     prefill_setup(&p, Hq, Hkv, hd, lens, slots, ndocs, n_slots, seed);
-    float *all_out = NULL;
-    int ok = check_prefill_decode(&p, &all_out);
-    ok &= check_step_by_step(&p, all_out);
-    free(all_out);
+    int ok = check_prefill_decode(&p);
+    ok &= check_step_by_step(&p);
     prefill_free(&p);
     return ok;
 }
@@ -721,6 +857,8 @@ static int check_slot_reuse(int Hq, int Hkv, int hd, int long_len, const int *sh
     const int32_t slots[2] = {1, 2};
     int32_t *sl_d = dev_i32(slots, 2), *ctx_d;
     KC_CUDA(cudaMalloc((void **)&ctx_d, 2 * sizeof *ctx_d));
+    dec_ws w;
+    ws_alloc(&w, 2, Hq, hd, c.max_len);
     int ok = 1;
     for (int r = 0; r < nshort; r++) {
         const int n = short_lens[r];
@@ -731,8 +869,7 @@ static int check_slot_reuse(int Hq, int Hkv, int hd, int long_len, const int *sh
         write_seq(&c, 2, ks, vs, n);
         const int32_t ctx[2] = {n, n};
         KC_CUDA(cudaMemcpy(ctx_d, ctx, sizeof ctx, cudaMemcpyHostToDevice));
-        KC_CUDA(kg_decode_attention(out_d, q_d, c.k, c.v, sl_d, ctx_d, 2, Hq, Hkv, hd, c.n_slots,
-                                    c.max_len, scale, 0));
+        KC_CUDA(decode(out_d, q_d, &c, sl_d, ctx_d, 2, Hq, scale, &w));
         KC_CUDA(cudaDeviceSynchronize());
         float *got = get_bf(out_d, 2 * (size_t)qrow);
         float *want = (float *)malloc((size_t)qrow * sizeof *want);
@@ -749,6 +886,7 @@ static int check_slot_reuse(int Hq, int Hkv, int hd, int long_len, const int *sh
         ok &= report(label, diff == 0, "%zu of %zu values differ", diff, (size_t)qrow);
         free(ks), free(vs), free(got), free(want);
     }
+    ok &= ws_free(&w, "slot reuse");
     cache_free(&c);
     KC_CUDA(cudaFree(q_d));
     KC_CUDA(cudaFree(out_d));
@@ -759,6 +897,36 @@ static int check_slot_reuse(int Hq, int Hkv, int hd, int long_len, const int *sh
 }
 
 /* ---- (5) argument errors ---- */
+
+/* kg_decode_attention_workspace_bytes: 0 for invalid arguments, positive otherwise, and never
+ * smaller for a larger B (a decoder sizes one workspace for its largest call) */
+static int check_workspace_bytes(void)
+{
+    int ok = 1;
+    ok &= report("workspace bytes of invalid arguments are 0",
+                 kg_decode_attention_workspace_bytes(0, 14, 64, 100) == 0 &&
+                     kg_decode_attention_workspace_bytes(-1, 14, 64, 100) == 0 &&
+                     kg_decode_attention_workspace_bytes(1, 0, 64, 100) == 0 &&
+                     kg_decode_attention_workspace_bytes(1, 14, 96, 100) == 0 &&
+                     kg_decode_attention_workspace_bytes(1, 14, 64, 0) == 0,
+                 "B 0 / -1, Hq 0, hd 96, max_len 0");
+    static const int lens[] = {1, 31, 33, 1000, 8192, 100000};
+    int shrinks = 0, zero = 0;
+    for (int i = 0; i < (int)(sizeof lens / sizeof lens[0]); i++)
+        for (int hd = 64; hd <= 128; hd += 64) {
+            size_t prev = 0;
+            for (int B = 1; B <= 5000; B++) {
+                const size_t n = kg_decode_attention_workspace_bytes(B, 14, hd, lens[i]);
+                zero += n == 0;
+                shrinks += n < prev;
+                prev = n;
+            }
+        }
+    ok &= report("workspace bytes grow with B", shrinks == 0 && zero == 0,
+                 "B 1..5000, hd 64 and 128, max_len 1 .. 100000: %d decreases, %d zeros", shrinks,
+                 zero);
+    return ok;
+}
 
 static int run_arg_errors(void)
 {
@@ -777,9 +945,17 @@ static int run_arg_errors(void)
     const cudaError_t inval = cudaErrorInvalidValue;
     const float sc = 0.125f;
     int ok = 1;
+    /* a workspace large enough for every call below (they fail on another argument), and the
+     * exact need of a valid call (B 2, Hq 8, Hkv 2, hd 64, max_len 4) for the workspace errors */
+    const size_t ws_bytes = kg_decode_attention_workspace_bytes(B, Hq, hd, max_len);
+    const size_t need = kg_decode_attention_workspace_bytes(B, 8, 64, 4);
+    unsigned char *ws;
+    KC_CUDA(cudaMalloc((void **)&ws, ws_bytes + 16));
 
 #define DEC(o, q_, kc, vc, s_, c_, B_, Hq_, Hkv_, hd_, ns, ml)                                     \
-    kg_decode_attention(o, q_, kc, vc, s_, c_, B_, Hq_, Hkv_, hd_, ns, ml, sc, 0)
+    kg_decode_attention(o, q_, kc, vc, s_, c_, B_, Hq_, Hkv_, hd_, ns, ml, sc, ws, ws_bytes, 0)
+#define DECW(w_, n_)                                                                               \
+    kg_decode_attention(out, q, c.k, c.v, sl, ctx, B, 8, 2, 64, 2, 4, sc, w_, n_, 0)
     ok &= expect("decode hd 96", DEC(out, q, c.k, c.v, sl, ctx, B, 8, 2, 96, 2, 4), inval);
     ok &= expect("decode hd 32", DEC(out, q, c.k, c.v, sl, ctx, B, 8, 2, 32, 2, 4), inval);
     ok &= expect("decode hd 0", DEC(out, q, c.k, c.v, sl, ctx, B, 8, 2, 0, 2, 4), inval);
@@ -798,6 +974,15 @@ static int run_arg_errors(void)
     ok &= expect("decode ctx_len NULL", DEC(out, q, c.k, c.v, sl, NULL, B, 8, 2, 64, 2, 4), inval);
     ok &= expect("decode B 0 is a no-op", DEC(out, q, c.k, c.v, sl, ctx, 0, 8, 2, 64, 2, 4),
                  cudaSuccess);
+    ok &= expect("decode workspace NULL", DECW(NULL, need), inval);
+    ok &= expect("decode workspace NULL, 0 bytes", DECW(NULL, 0), inval);
+    ok &= expect("decode workspace 0 bytes", DECW(ws, 0), inval);
+    ok &= expect("decode workspace 1 byte short", DECW(ws, need - 1), inval);
+    ok &= expect("decode workspace misaligned (+8 bytes)", DECW(ws + 8, need), inval);
+    ok &= expect("decode B 0 without a workspace is a no-op",
+                 kg_decode_attention(out, q, c.k, c.v, sl, ctx, 0, 8, 2, 64, 2, 4, sc, NULL, 0, 0),
+                 cudaSuccess);
+#undef DECW
 #undef DEC
 
 #define KVW(kc, vc, k_, v_, s_, p_, T_, ns, ml, Hkv_, hd_)                                         \
@@ -817,6 +1002,7 @@ static int run_arg_errors(void)
     ok &= expect("kv_write T 0 is a no-op", KVW(c.k, c.v, k, v, sl, pos, 0, 2, 4, 2, 128),
                  cudaSuccess);
 #undef KVW
+    ok &= check_workspace_bytes();
     ok &= expect("no launch error left behind", cudaDeviceSynchronize(), cudaSuccess);
     ok &= expect("no error pending", cudaGetLastError(), cudaSuccess);
 
@@ -843,13 +1029,17 @@ static int run_arg_errors(void)
     KC_CUDA(cudaFree(sl));
     KC_CUDA(cudaFree(pos));
     KC_CUDA(cudaFree(ctx));
+    KC_CUDA(cudaFree(ws));
     free(ho), free(hc);
     return ok;
 }
 
 /* ---- main ---- */
 
-static const int heads[][2] = {{14, 2}, {8, 8}};
+/* Hq/Hkv: Qwen2.5-0.5B's 14/2; 8/8 and 4/4 (one query head per kv head: warps split a chunk's
+ * tiles); 8/1 (every query head on one kv head) */
+static const int heads[][2] = {{14, 2}, {8, 8}, {8, 1}, {4, 4}};
+#define N_HEADS ((int)(sizeof heads / sizeof heads[0]))
 static const int hds[] = {64, 128};
 
 static int run_small(void)
@@ -859,9 +1049,23 @@ static int run_small(void)
     ok &= check_kv_write(2, 64, 3, 40, 30, 1, 0, 2);
     ok &= check_kv_write(1, 37, 3, 40, 30, 0, 0, 3);
     const int ctx_a[] = {1, 2, 17, 255, 257, 300}, slot_a[] = {5, 0, 3, 7, 1, 6};
-    ok &= check_decode("small", 14, 2, 64, 8, 300, 6, ctx_a, slot_a, 0.125f, 4);
+    ok &= check_decode("small", 14, 2, 64, 8, 300, 6, ctx_a, slot_a, 0.125f, 0, 4);
     const int ctx_b[] = {40, 1, 0, 17}, slot_b[] = {2, 0, 1, 3};
-    ok &= check_decode("small", 8, 8, 128, 4, 40, 4, ctx_b, slot_b, 1.f / sqrtf(128.f), 5);
+    ok &= check_decode("small", 8, 8, 128, 4, 40, 4, ctx_b, slot_b, 1.f / sqrtf(128.f), 0, 5);
+    /* 4/4, B 2, max_len 8192: chunks of 128 keys split over 4 warps (ctx 20 and the last chunk
+     * of ctx 300 leave some of them without a tile), 496 of 512 blocks past ctx_len */
+    const int ctx_c[] = {20, 300}, slot_c[] = {2, 0};
+    ok &= check_decode("split chunks", 4, 4, 64, 3, 8192, 2, ctx_c, slot_c, 0.125f, 0, 8);
+    /* 8/1 hd 128 at batch 1: ten chunks of 32 to merge */
+    const int ctx_d = 300, slot_d = 1;
+    ok &= check_decode("batch 1", 8, 1, 128, 2, 512, 1, &ctx_d, &slot_d, 0.088f, 0, 9);
+    /* 20 query heads on one kv head: 16 warps, the first 4 take a second head (the query in
+     * shared memory rewritten) */
+    const int ctx_f = 40, slot_f = 0;
+    ok &= check_decode("20 heads on 1", 20, 1, 64, 1, 64, 1, &ctx_f, &slot_f, 0.125f, 0, 11);
+    /* misaligned caches (scalar loads), two chunks of 32 */
+    const int ctx_e = 45, slot_e = 0;
+    ok &= check_decode("batch 1", 14, 2, 64, 1, 300, 1, &ctx_e, &slot_e, 0.125f, 1, 10);
     const int lens[] = {1, 7, 40}, slots[] = {2, 0, 3};
     ok &= check_consistency(14, 2, 64, lens, slots, 3, 4, 6);
     const int shorts[] = {40, 5};
@@ -880,26 +1084,41 @@ static int run_full(void)
     ok &= check_kv_write(2, 64, 5, 300, 400, 0, 1, seed++);  /* caches misaligned: scalar */
     ok &= check_kv_write(1, 37, 5, 300, 400, 0, 0, seed++);  /* odd row: scalar */
     ok &= check_kv_write(2, 64, 5, 300, 8, 0, 0, seed++);    /* a decode step's few tokens */
-    for (int h = 0; h < 2; h++)
-        for (int d = 0; d < 2; d++)
+    for (int h = 0; h < N_HEADS; h++)
+        for (int d = 0; d < 2; d++) {
+            ok &= check_decode_single(heads[h][0], heads[h][1], hds[d], seed += 20);
             ok &= check_decode_batches(heads[h][0], heads[h][1], hds[d], seed += 3);
+        }
     ok &= check_decode_random(14, 2, 64, 64, 2048, seed++);
     ok &= check_decode_random(8, 8, 128, 64, 700, seed++);
-    /* one long document (5 chunks), short ones, one of length 1, in shuffled slots (slot 7
+    ok &= check_decode_mixed(14, 2, 64, seed++);
+    ok &= check_decode_mixed(8, 1, 128, seed++);
+    ok &= check_decode_mixed(4, 4, 64, seed++);
+    /* more query heads per kv head than a block has warps (16): warps loop over heads */
+    const int ctx_g[] = {1, 100, 2048}, slot_g[] = {3, 0, 1};
+    ok &= check_decode("20 heads on 1", 20, 1, 64, 4, 2048, 3, ctx_g, slot_g, 0.125f, 0, seed++);
+    ok &= check_decode("32 heads on 2", 64, 2, 128, 4, 2048, 3, ctx_g, slot_g, 0.088f, 0, seed++);
+    /* caches one element off 16-byte alignment: the scalar loads, with one warp per query head
+     * (14/2) and with chunks split over warps (4/4) */
+    const int ctx_m[] = {1, 2, 17, 255, 256, 257, 1000, 4096}, slot_m[] = {9, 3, 0, 7, 10, 1, 5, 4};
+    ok &= check_decode("lens 1..4096", 14, 2, 64, 11, 4096, 8, ctx_m, slot_m, 0.125f, 1, seed++);
+    ok &= check_decode("lens 1..4096", 4, 4, 128, 11, 4096, 8, ctx_m, slot_m, 0.088f, 1, seed++);
+    /* one long document (many chunks), short ones, one of length 1, in shuffled slots (slot 7
      * unused) */
     const int lens[] = {1, 37, 1100, 5, 129, 300, 64}, slots[] = {4, 0, 6, 2, 5, 1, 8};
-    for (int h = 0; h < 2; h++)
+    for (int h = 0; h < N_HEADS; h++)
         for (int d = 0; d < 2; d++)
             ok &= check_consistency(heads[h][0], heads[h][1], hds[d], lens, slots, 7, 9, seed++);
     const int shorts[] = {300, 50, 256};
     ok &= check_slot_reuse(14, 2, 64, 2000, shorts, 3, seed++);
     ok &= check_slot_reuse(8, 8, 128, 2000, shorts, 3, seed++);
+    ok &= check_slot_reuse(8, 1, 128, 2000, shorts, 3, seed++);
     return ok;
 }
 
 int main(void)
 {
-    int ok = small_only() ? run_small() : run_full();
+    int ok = kc_small() ? run_small() : run_full();
     ok &= run_arg_errors();
     printf("%s\n", ok ? "kvcache: all checks passed" : "kvcache: FAILED");
     return ok ? 0 : 1;
