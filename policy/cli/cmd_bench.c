@@ -40,7 +40,7 @@
 static const char BENCH_HELP[] =
     "usage: kgym-policy bench [--shape qwen2.5-0.5b | --model DIR] [--seed S]\n"
     "                         [--train-batch B] [--seq T] [--steps N] [--recompute]\n"
-    "                         [--decode-batches LIST] [--prompt P] [--new N]\n"
+    "                         [--decode-batches LIST] [--prompt P] [--new N] [--graphs]\n"
     "                         [--skip-train] [--skip-decode] [--peak-tflops X] [--json FILE]\n"
     "\n"
     "The GPU policy's speed (kgym-policy-cuda only; the CPU build refuses with exit 1).\n"
@@ -56,7 +56,8 @@ static const char BENCH_HELP[] =
     "MFU = TFLOP/s / peak.\n"
     "\n"
     "Decoding, per batch size Bd: Bd prompts of P random ids, greedy, no EOS. A warm-up\n"
-    "generate, then one with max_new 1 (prefill + 1 token, time t1) and one with max_new N\n"
+    "generate (max_new 3), then one with max_new 1 (prefill + 1 token, time t1) and one with "
+    "max_new N\n"
     "(time tN): decode tokens/s = Bd * (N - 1) / (tN - t1), prefill tokens/s = Bd * P / t1,\n"
     "end to end = Bd * N / tN.\n"
     "\n"
@@ -71,6 +72,7 @@ static const char BENCH_HELP[] =
     "  --decode-batches L  comma-separated batch sizes (default 1,64)\n"
     "  --prompt P          prompt tokens per sequence (default 128)\n"
     "  --new N             new tokens per sequence, >= 2 (default 256)\n"
+    "  --graphs            decode steps as CUDA graphs (pol_gpu_dec_set_graphs)\n"
     "  --skip-train        no training measurement\n"
     "  --skip-decode       no decoding measurement\n"
     "  --peak-tflops X     the MFU's peak (default 790: the H200's measured bf16 rate)\n"
@@ -85,7 +87,7 @@ typedef struct bench_args {
     int decode_batches[MAX_DECODE_BATCHES];
     int n_decode_batches;
     double peak_tflops;
-    bool recompute, skip_train, skip_decode;
+    bool recompute, graphs, skip_train, skip_decode;
 } bench_args;
 
 /* "1,64": counts in [1, MAX_APPEND_TOKENS] (the decoder's slots must fit one append). */
@@ -165,6 +167,7 @@ static int parse_bench_args(int argc, char **argv, bench_args *a)
                         {"--decode-batches", true, &r.batches, NULL},
                         {"--prompt", true, &r.prompt, NULL},
                         {"--new", true, &r.new_tokens, NULL},
+                        {"--graphs", false, NULL, &a->graphs},
                         {"--skip-train", false, NULL, &a->skip_train},
                         {"--skip-decode", false, NULL, &a->skip_decode},
                         {"--peak-tflops", true, &r.peak, NULL},
@@ -466,7 +469,10 @@ static int decode_one(pol_gpu *g, const bench_args *a, int Bd, int vocab, decode
     res->batch = Bd;
     int rc = pol_gpu_dec_create(&d, g, Bd, P + N + 1, max_tokens, err, ERRCAP);
     if (rc == 0)
-        rc = timed_generate(d, prompts, Bd, P, 2, &warm_ms, err);
+        pol_gpu_dec_set_graphs(d, a->graphs);
+    /* the warm-up's two decode steps also capture the step's graph (with --graphs) */
+    if (rc == 0)
+        rc = timed_generate(d, prompts, Bd, P, 3, &warm_ms, err);
     if (rc == 0)
         rc = timed_generate(d, prompts, Bd, P, 1, &res->prefill_ms, err);
     if (rc == 0)
@@ -538,8 +544,8 @@ static void print_report(const bench_args *a, const bench_report *r)
     }
     for (int i = 0; r->decoded && i < a->n_decode_batches; i++) {
         const decode_result *d = &r->decode[i];
-        printf("decode batch %d: %s tokens/s (prefill %s tokens/s, end to end %s tokens/s)\n",
-               d->batch, grouped(d->tokens_per_s, b1, sizeof b1),
+        printf("decode batch %d%s: %s tokens/s (prefill %s tokens/s, end to end %s tokens/s)\n",
+               d->batch, a->graphs ? " (graphs)" : "", grouped(d->tokens_per_s, b1, sizeof b1),
                grouped(d->prefill_tokens_per_s, b2, sizeof b2),
                grouped(d->e2e_tokens_per_s, b3, sizeof b3));
     }
@@ -565,12 +571,13 @@ static json_t *decode_json(const bench_args *a, const bench_report *r)
     json_t *arr = json_array();
     for (int i = 0; arr && i < a->n_decode_batches; i++) {
         const decode_result *d = &r->decode[i];
-        json_array_append_new(
-            arr, json_pack("{s:i, s:I, s:I, s:f, s:f, s:f, s:f, s:f}", "batch", d->batch, "prompt",
-                           (json_int_t)a->prompt, "new", (json_int_t)a->new_tokens, "prefill1_ms",
-                           d->prefill_ms, "full_ms", d->full_ms, "tokens_per_s", d->tokens_per_s,
-                           "prefill_tokens_per_s", d->prefill_tokens_per_s,
-                           "end_to_end_tokens_per_s", d->e2e_tokens_per_s));
+        json_array_append_new(arr, json_pack("{s:i, s:I, s:I, s:b, s:f, s:f, s:f, s:f, s:f}",
+                                             "batch", d->batch, "prompt", (json_int_t)a->prompt,
+                                             "new", (json_int_t)a->new_tokens, "graphs", a->graphs,
+                                             "prefill1_ms", d->prefill_ms, "full_ms", d->full_ms,
+                                             "tokens_per_s", d->tokens_per_s,
+                                             "prefill_tokens_per_s", d->prefill_tokens_per_s,
+                                             "end_to_end_tokens_per_s", d->e2e_tokens_per_s));
     }
     return arr;
 }

@@ -56,7 +56,15 @@ struct pol_gpu_dec {
     int32_t *row_slot;  /* [max_tokens] the slots of the last append's rows */
     int n_rows;
     int *slot_count, *slot_seen; /* [n_slots] per-append counters */
+    /* CUDA graphs of decode steps (pol_gpu_dec_set_graphs), one per token count n: [n_slots + 1] */
+    bool graphs;
+    cudaGraphExec_t *step_exec;
+    uint8_t *step_state; /* STEP_* */
 };
+
+/* A token count's graph: not seen yet, run once without (a count met once, e.g. the tail of a
+ * batch, is not worth capturing), captured, or refused by the capture (run without, always). */
+enum { STEP_NEW, STEP_SEEN, STEP_READY, STEP_NO_GRAPH };
 
 /* ---- creation ---- */
 
@@ -105,7 +113,10 @@ static int alloc_host(pol_gpu_dec *d)
     d->h_ints = malloc(5 * T * sizeof *d->h_ints);
     d->h_row_tok = malloc(T * sizeof *d->h_row_tok);
     d->row_slot = malloc(T * sizeof *d->row_slot);
-    if (!d->len || !d->slot_count || !d->slot_seen || !d->h_ints || !d->h_row_tok || !d->row_slot)
+    d->step_exec = calloc((size_t)d->n_slots + 1, sizeof *d->step_exec);
+    d->step_state = calloc((size_t)d->n_slots + 1, sizeof *d->step_state);
+    if (!d->len || !d->slot_count || !d->slot_seen || !d->h_ints || !d->h_row_tok || !d->row_slot ||
+        !d->step_exec || !d->step_state)
         return -1;
     for (int i = 0; i < d->n_slots; i++)
         d->len[i] = -1;
@@ -167,6 +178,11 @@ void pol_gpu_dec_free(pol_gpu_dec *d)
         return;
     if (d->g)
         cudaStreamSynchronize(d->g->stream);
+    for (int n = 0; d->step_exec && n <= d->n_slots; n++)
+        if (d->step_exec[n])
+            cudaGraphExecDestroy(d->step_exec[n]);
+    free(d->step_exec);
+    free(d->step_state);
     cudaFree(d->k_cache);
     cudaFree(d->arena);
     free(d->len);
@@ -395,6 +411,68 @@ static int dec_head(pg_run *r, pol_gpu_dec *d, const append_plan *p)
                  "lm_head");
 }
 
+/* The device work of an append once its plan is uploaded: embedding, layers, LM head. */
+static int run_append(pg_run *r, pol_gpu_dec *d, const append_plan *p)
+{
+    pol_gpu *g = d->g;
+    if (pg_ck(
+            r,
+            kg_embed_forward(d->s.x, pg_w(g, g->embed), d->s.ints, p->n, g->d.D, g->d.V, g->stream),
+            "embed_tokens"))
+        return -1;
+    for (int l = 0; l < g->d.L; l++)
+        if (dec_layer(r, d, l, p) != 0)
+            return -1;
+    return dec_head(r, d, p);
+}
+
+/* Captures run_append for the plan's token count as a graph: 0, or -1 (nothing kept) when the
+ * capture or the instantiation fails. Nothing runs while capturing. */
+static int capture_step(pg_run *r, pol_gpu_dec *d, const append_plan *p)
+{
+    cudaStream_t st = d->g->stream;
+    cudaGraph_t graph = NULL;
+    /* relaxed: the launchers may set a kernel's attribute (not a stream operation) */
+    if (cudaStreamBeginCapture(st, cudaStreamCaptureModeRelaxed) != cudaSuccess)
+        return -1;
+    int rc = run_append(r, d, p);
+    cudaError_t e = cudaStreamEndCapture(st, &graph);
+    if (rc == 0 && e == cudaSuccess && graph)
+        e = cudaGraphInstantiate(&d->step_exec[p->n], graph, 0);
+    if (graph)
+        cudaGraphDestroy(graph);
+    if (rc != 0 || e != cudaSuccess) {
+        d->step_exec[p->n] = NULL;
+        cudaGetLastError(); /* the failed capture's error is not the append's */
+        return -1;
+    }
+    return 0;
+}
+
+/* A decode step (one token in each of n slots, none a fresh prompt) through its token count's
+ * graph: the same kernels with the same arguments every time (the tokens, slots and positions
+ * are device data the upload rewrote), so one launch replaces ~16 per layer and the host's
+ * launch gaps between them. The second step of a count captures it; the first, and any count
+ * whose capture failed, run without a graph. */
+static int run_step(pg_run *r, pol_gpu_dec *d, const append_plan *p)
+{
+    uint8_t *state = &d->step_state[p->n];
+    if (*state == STEP_NEW) {
+        *state = STEP_SEEN;
+        return run_append(r, d, p);
+    }
+    if (*state == STEP_SEEN)
+        *state = capture_step(r, d, p) == 0 ? STEP_READY : STEP_NO_GRAPH;
+    if (*state == STEP_NO_GRAPH)
+        return run_append(r, d, p);
+    return pg_ck(r, cudaGraphLaunch(d->step_exec[p->n], d->g->stream), "a decode step's graph");
+}
+
+void pol_gpu_dec_set_graphs(pol_gpu_dec *d, bool on)
+{
+    d->graphs = on;
+}
+
 int pol_gpu_dec_append(pol_gpu_dec *d, const int32_t *slots, const int32_t *ids, int n, char *err,
                        size_t errcap)
 {
@@ -404,14 +482,9 @@ int pol_gpu_dec_append(pol_gpu_dec *d, const int32_t *slots, const int32_t *ids,
     d->n_rows = 0;
     if (plan_append(d, slots, ids, n, &p, err, errcap) != 0)
         return -1;
-    bool failed =
-        upload_plan(&r, d, &p) ||
-        pg_ck(&r,
-              kg_embed_forward(d->s.x, pg_w(g, g->embed), d->s.ints, n, g->d.D, g->d.V, g->stream),
-              "embed_tokens");
-    for (int l = 0; !failed && l < g->d.L; l++)
-        failed = dec_layer(&r, d, l, &p) != 0;
-    failed = failed || dec_head(&r, d, &p) || pg_sync(&r);
+    bool step = d->graphs && !p.fresh && p.rows == p.n && p.n <= d->n_slots;
+    bool failed = upload_plan(&r, d, &p) || (step ? run_step(&r, d, &p) : run_append(&r, d, &p)) ||
+                  pg_sync(&r);
     if (failed) {
         cudaStreamSynchronize(g->stream);
         return -1;

@@ -57,6 +57,11 @@ int pol_gpu_dec_vocab(const pol_gpu_dec *d);
  * pol_gpu_dec_rows gives the slots of the rows. */
 int pol_gpu_dec_append(pol_gpu_dec *d, const int32_t *slots, const int32_t *ids, int n, char *err,
                        size_t errcap);
+/* Decode steps through CUDA graphs (off by default until measured on a GPU; kgym-policy-cuda
+ * bench --graphs): an append of one token in each of n slots, none a fresh prompt, replays a
+ * graph captured at the second step of that n instead of launching every kernel. The results are
+ * bitwise those without (the same kernels, arguments and order). */
+void pol_gpu_dec_set_graphs(pol_gpu_dec *d, bool on);
 /* The rows of the last append: *slots (the decoder's array, valid until the next append) and
  * their count; 0 rows before the first append or after a failed one. */
 int pol_gpu_dec_rows(const pol_gpu_dec *d, const int32_t **slots);

@@ -14,6 +14,7 @@
  *     full slot stop a sequence with the right finish reason and length;
  *   - stop strings matched over token boundaries (against the decoded text), padded vocabulary
  *     rows never chosen even when they would win;
+ *   - decode steps as CUDA graphs give bitwise the same generations as without;
  *   - bad input refused with a message, nothing changed, the decoder usable after.
  * Ends with "decode_gpu: all checks passed"; exit 1 on any failure. */
 #include <cuda_runtime.h>
@@ -363,6 +364,51 @@ static void check_greedy_batching(seq_case *c, pol_gpu_dec *d)
     pol_gpu_gen_free(seqs, N);
 }
 
+/* Decode steps through CUDA graphs (pol_gpu_dec_set_graphs) against the same generations
+ * without: greedy and seeded sampling, 7 prompts of different lengths over the slots, so steps
+ * of every token count from 3 down to 1 run many times (captured at the second, replayed after)
+ * and mix with prompt admissions (never graphed). Tokens, finish reasons and log-probs must be
+ * bitwise the same: the graph replays the same kernels with the same arguments. */
+static bool same_generation(const pol_gpu_gen_seq *a, const pol_gpu_gen_seq *b, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (a[i].n != b[i].n || a[i].finish != b[i].finish ||
+            memcmp(a[i].ids, b[i].ids, (size_t)a[i].n * sizeof *a[i].ids) != 0 ||
+            memcmp(a[i].logp, b[i].logp, (size_t)a[i].n * sizeof *a[i].logp) != 0)
+            return false;
+    return true;
+}
+
+static void check_graphs(seq_case *c, pol_gpu_dec *d)
+{
+    enum { N = 7, NEW = 30 };
+    static const int lens[N] = {3, 21, 9, 1, 14, 30, 6};
+    int32_t prompts[N][30];
+    pol_gpu_gen_opts opts[2] = {
+        {.max_new = NEW},
+        {.max_new = NEW, .sample = {.temperature = 0.9f, .top_k = 50, .top_p = 0.95f}}};
+    for (int k = 0; k < 2; k++) {
+        pol_gpu_gen_seq plain[N], graphed[N];
+        for (int i = 0; i < N; i++) {
+            fill_ids(prompts[i], lens[i], c->V, 300 + (uint64_t)i);
+            plain[i] = graphed[i] = (pol_gpu_gen_seq){
+                .prompt = prompts[i], .n_prompt = lens[i], .seed = 40 + (uint64_t)i};
+        }
+        char err[ERRCAP];
+        bool ok = need(pol_gpu_generate(d, plain, N, &opts[k], NULL, NULL, err, ERRCAP),
+                       "generate without graphs", err);
+        pol_gpu_dec_set_graphs(d, true);
+        ok = ok && need(pol_gpu_generate(d, graphed, N, &opts[k], NULL, NULL, err, ERRCAP),
+                        "generate with graphs", err);
+        pol_gpu_dec_set_graphs(d, false);
+        report(ok && same_generation(plain, graphed, N),
+               "%s %s generation with decode steps as CUDA graphs = without, bitwise (%d prompts)",
+               c->name, k == 0 ? "greedy" : "sampled", N);
+        pol_gpu_gen_free(plain, N);
+        pol_gpu_gen_free(graphed, N);
+    }
+}
+
 /* Copies of one prompt in one batch; seeds; EOS; max_new; a full slot. */
 static void check_sampling_and_stops(seq_case *c, pol_gpu_dec *d)
 {
@@ -572,6 +618,7 @@ static void run_case(const char *name, const char *json, uint64_t seed)
         report(all_slots_free(d, SLOTS), "%s every slot free again", name);
         check_greedy_batching(&c, d);
         check_sampling_and_stops(&c, d);
+        check_graphs(&c, d);
         report(all_slots_free(d, SLOTS), "%s generation left every slot free", name);
         check_bad_input(&c, d, SLOTS, MAX_LEN, MAX_TOKENS);
     }
