@@ -108,19 +108,35 @@ int main(void)
     ok &= check_case(ctx, 64, 896, 4864, 0, 0, 0, 0.0f, seed++); /* dX = dY W */
     ok &= check_case(ctx, 896, 4864, 64, 1, 0, 0, 1.0f, seed++); /* dW += dY^T X */
     ok &= check_case(ctx, 1, 896, 896, 0, 1, 0, 0.0f, seed++);   /* decode: one token */
+    /* the small-M path (M <= 8, x W^T, K a multiple of 8): every M, bias, accumulation, an odd
+     * N (a warp's last column pair half empty), the 0.5B shapes; and shapes it leaves to
+     * cuBLASLt (M 9, K not a multiple of 8) */
+    for (int m = 1; m <= 8; m++)
+        ok &=
+            check_case(ctx, m, 53, 72, 0, 1, m % 2 && m % 3 != 0, m % 3 == 0 ? 1.0f : 0.0f, seed++);
+    ok &= check_case(ctx, 2, 1152, 896, 0, 1, 1, 0.0f, seed++); /* qkv with bias */
+    ok &= check_case(ctx, 4, 9728, 896, 0, 1, 0, 0.0f, seed++); /* gate/up */
+    ok &= check_case(ctx, 8, 896, 4864, 0, 1, 0, 1.0f, seed++); /* down + residual */
+    ok &= check_case(ctx, 1, 896, 4864, 0, 1, 0, 1.0f, seed++);
+    ok &= check_case(ctx, 9, 53, 72, 0, 1, 1, 0.0f, seed++);
+    ok &= check_case(ctx, 3, 53, 71, 0, 1, 0, 1.0f, seed++);
     ok &= check_f32out(ctx, 896, 4864, 64, 1, 0, seed++); /* dW += dY^T X in fp32 */
     ok &= check_f32out(ctx, 37, 53, 71, 0, 1, seed++);
     ok &= check_f32out(ctx, 37, 53, 71, 1, 1, seed++);
     /* argument errors */
     kg_bf16 *d;
     KC_CUDA(cudaMalloc((void **)&d, 64));
-    int errs = kg_matmul(ctx, d, d, d, NULL, 0, 4, 4, 0, 0, 0.0f, 0) == cudaErrorInvalidValue &&
-               kg_matmul(ctx, d, d, d, NULL, 4, 4, -1, 0, 0, 0.0f, 0) == cudaErrorInvalidValue &&
-               kg_matmul(ctx, d, d, d, d, 4, 4, 4, 0, 0, 1.0f, 0) == cudaErrorInvalidValue &&
-               kg_matmul(NULL, d, d, d, NULL, 4, 4, 4, 0, 0, 0.0f, 0) == cudaErrorInvalidValue &&
-               kg_matmul_f32out(ctx, NULL, d, d, 4, 4, 4, 0, 0, 0.0f, 0) == cudaErrorInvalidValue &&
-               kg_matmul_f32out(ctx, (float *)d, d, d, 4, 0, 4, 0, 0, 0.0f, 0) ==
-                   cudaErrorInvalidValue;
+    int errs =
+        kg_matmul(ctx, d, d, d, NULL, 0, 4, 4, 0, 0, 0.0f, 0) == cudaErrorInvalidValue &&
+        kg_matmul(ctx, d, d, d, NULL, 4, 4, -1, 0, 0, 0.0f, 0) == cudaErrorInvalidValue &&
+        kg_matmul(ctx, d, d, d, d, 4, 4, 4, 0, 0, 1.0f, 0) == cudaErrorInvalidValue &&
+        kg_matmul(NULL, d, d, d, NULL, 4, 4, 4, 0, 0, 0.0f, 0) == cudaErrorInvalidValue &&
+        /* the same refusals on the small-M path's shape */
+        kg_matmul(ctx, d, d, d, d, 1, 4, 8, 0, 1, 1.0f, 0) == cudaErrorInvalidValue &&
+        kg_matmul(NULL, d, d, d, NULL, 1, 4, 8, 0, 1, 0.0f, 0) == cudaErrorInvalidValue &&
+        kg_matmul(ctx, d, d, d, NULL, 1, 0, 8, 0, 1, 0.0f, 0) == cudaErrorInvalidValue &&
+        kg_matmul_f32out(ctx, NULL, d, d, 4, 4, 4, 0, 0, 0.0f, 0) == cudaErrorInvalidValue &&
+        kg_matmul_f32out(ctx, (float *)d, d, d, 4, 0, 4, 0, 0, 0.0f, 0) == cudaErrorInvalidValue;
     printf("%-4s matmul argument errors\n", errs ? "ok" : "FAIL");
     ok &= errs;
     cudaFree(d);
