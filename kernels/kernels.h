@@ -28,11 +28,15 @@ extern "C" {
 
 typedef uint16_t kg_bf16;
 
-/* ---- matmul.cu: C = op(A) op(B) (+ bias) through cuBLASLt, bf16 in and out, fp32 accumulate ----
+/* ---- matmul.cu: C = op(A) op(B) (+ bias), bf16 in and out, fp32 accumulate ----
  * Row-major throughout: C is [M, N]; op(A) is [M, K] (A stored [M, K], or [K, M] when trans_a);
  * op(B) is [K, N] (B stored [K, N], or [N, K] when trans_b: a Linear weight [out, in] gives
  * y = x W^T with trans_b = 1). beta = 0 overwrites C, beta = 1 accumulates into it (gradient
- * accumulation). bias [N] (or NULL) is added to every row (beta must be 0 then).
+ * accumulation). bias [N] (or NULL) is added to every row (beta must be 0 then). C must not
+ * overlap A or B. Through cuBLASLt, except y = x W^T with M <= 8 rows, K a multiple of 8 and
+ * 16-byte aligned operands (a decode step of a small batch), which a kernel of our own does: its
+ * rows are computed alike whatever M, but a row may round differently (fp32 sums in another
+ * order) than the same row in a call of more than 8.
  * ctx: a cuBLASLt handle and a workspace, made once per device by kg_matmul_ctx_new. */
 typedef struct kg_matmul_ctx kg_matmul_ctx;
 kg_matmul_ctx *kg_matmul_ctx_new(size_t workspace_bytes);
@@ -118,7 +122,8 @@ cudaError_t kg_value_head_forward(float *values, const kg_bf16 *h, const kg_bf16
  * dw[i] += sum_t dvalues[t] h[t, i] and db[0] += sum_t dvalues[t] (fp32, ACCUMULATED; db may be
  * NULL). */
 cudaError_t kg_value_head_backward(kg_bf16 *dh, float *dw, float *db, const float *dvalues,
-                                   const kg_bf16 *h, const kg_bf16 *w, int T, int n, cudaStream_t s);
+                                   const kg_bf16 *h, const kg_bf16 *w, int T, int n,
+                                   cudaStream_t s);
 /* dst[i] = bf16(src[i]), round to nearest even (fp32 master weights -> their bf16 copy). */
 cudaError_t kg_f32_to_bf16(kg_bf16 *dst, const float *src, size_t n, cudaStream_t s);
 

@@ -208,8 +208,8 @@ template <int M>
 static cudaError_t small_m_launch(kg_bf16 *C, const kg_bf16 *X, const kg_bf16 *W,
                                   const kg_bf16 *bias, int N, int K, float beta, cudaStream_t s)
 {
-    const int per_block = SM_WARPS * SM_COLS;
-    small_m_kernel<M><<<(unsigned)((N + per_block - 1) / per_block), SM_WARPS * 32, 0, s>>>(
+    const unsigned per_block = SM_WARPS * SM_COLS;
+    small_m_kernel<M><<<((unsigned)N + per_block - 1) / per_block, SM_WARPS * 32, 0, s>>>(
         (__nv_bfloat16 *)C, (const __nv_bfloat16 *)X, (const __nv_bfloat16 *)W,
         (const __nv_bfloat16 *)bias, N, K, beta);
     return cudaGetLastError();

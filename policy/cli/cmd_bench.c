@@ -56,10 +56,9 @@ static const char BENCH_HELP[] =
     "MFU = TFLOP/s / peak.\n"
     "\n"
     "Decoding, per batch size Bd: Bd prompts of P random ids, greedy, no EOS. A warm-up\n"
-    "generate (max_new 3), then one with max_new 1 (prefill + 1 token, time t1) and one with "
-    "max_new N\n"
-    "(time tN): decode tokens/s = Bd * (N - 1) / (tN - t1), prefill tokens/s = Bd * P / t1,\n"
-    "end to end = Bd * N / tN.\n"
+    "generate (max_new 3), then one with max_new 1 (prefill + 1 token, time t1) and one\n"
+    "with max_new N (time tN): decode tokens/s = Bd * (N - 1) / (tN - t1), prefill\n"
+    "tokens/s = Bd * P / t1, end to end = Bd * N / tN.\n"
     "\n"
     "  --shape NAME        qwen2.5-0.5b (default): the built-in config, random weights\n"
     "  --model DIR         an HF folder instead: its weights when it has model.safetensors\n"
@@ -429,6 +428,7 @@ static int bench_train(const bench_args *a, const pol_model *m, train_result *re
 typedef struct decode_result {
     int batch;
     double prefill_ms, full_ms, tokens_per_s, prefill_tokens_per_s, e2e_tokens_per_s;
+    long graphs_captured, graphs_replayed, graphs_refused; /* with --graphs */
 } decode_result;
 
 /* Greedy, no EOS, max_new tokens for every prompt; *ms the wall time. */
@@ -486,6 +486,17 @@ static int decode_one(pol_gpu *g, const bench_args *a, int Bd, int vocab, decode
         res->e2e_tokens_per_s = (double)Bd * N / (res->full_ms / 1000.0);
         fprintf(stderr, "bench: decode batch %d: prefill+1 %.1f ms, %d tokens %.1f ms\n", Bd,
                 res->prefill_ms, N, res->full_ms);
+    }
+    if (rc == 0 && a->graphs) {
+        /* a refused capture runs the same launches: say so, or a plain figure passes for a
+         * graphed one */
+        pol_gpu_dec_graph_stats st = pol_gpu_dec_graphs(d);
+        res->graphs_captured = st.captured;
+        res->graphs_replayed = st.replayed;
+        res->graphs_refused = st.refused;
+        fprintf(stderr,
+                "bench: decode batch %d: graphs: %ld captured, %ld steps replayed, %ld refused\n",
+                Bd, st.captured, st.replayed, st.refused);
     }
     pol_gpu_dec_free(d);
     free(prompts);
@@ -571,13 +582,14 @@ static json_t *decode_json(const bench_args *a, const bench_report *r)
     json_t *arr = json_array();
     for (int i = 0; arr && i < a->n_decode_batches; i++) {
         const decode_result *d = &r->decode[i];
-        json_array_append_new(arr, json_pack("{s:i, s:I, s:I, s:b, s:f, s:f, s:f, s:f, s:f}",
-                                             "batch", d->batch, "prompt", (json_int_t)a->prompt,
-                                             "new", (json_int_t)a->new_tokens, "graphs", a->graphs,
-                                             "prefill1_ms", d->prefill_ms, "full_ms", d->full_ms,
-                                             "tokens_per_s", d->tokens_per_s,
-                                             "prefill_tokens_per_s", d->prefill_tokens_per_s,
-                                             "end_to_end_tokens_per_s", d->e2e_tokens_per_s));
+        json_array_append_new(
+            arr, json_pack(
+                     "{s:i, s:I, s:I, s:b, s:I, s:I, s:f, s:f, s:f, s:f, s:f}", "batch", d->batch,
+                     "prompt", (json_int_t)a->prompt, "new", (json_int_t)a->new_tokens, "graphs",
+                     a->graphs, "graphs_replayed", (json_int_t)d->graphs_replayed, "graphs_refused",
+                     (json_int_t)d->graphs_refused, "prefill1_ms", d->prefill_ms, "full_ms",
+                     d->full_ms, "tokens_per_s", d->tokens_per_s, "prefill_tokens_per_s",
+                     d->prefill_tokens_per_s, "end_to_end_tokens_per_s", d->e2e_tokens_per_s));
     }
     return arr;
 }

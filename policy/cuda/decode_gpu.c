@@ -9,7 +9,8 @@
  *   - otherwise each token as its own query against its slot's cache up to itself
  *     (kg_decode_attention, ctx_len = position + 1): continuations, decode steps, mixes.
  * Only the rows that need logits (each slot's last token) go through the final norm and the LM
- * head. */
+ * head. Optionally (pol_gpu_dec_set_graphs) a decode step replays a CUDA graph of that work,
+ * one per token count (run_step). */
 #include "policy/cuda/decode_gpu.h"
 
 #include "policy/cuda/model_gpu_internal.h"
@@ -60,6 +61,7 @@ struct pol_gpu_dec {
     bool graphs;
     cudaGraphExec_t *step_exec;
     uint8_t *step_state; /* STEP_* */
+    pol_gpu_dec_graph_stats stats;
 };
 
 /* A token count's graph: not seen yet, run once without (a count met once, e.g. the tail of a
@@ -426,15 +428,19 @@ static int run_append(pg_run *r, pol_gpu_dec *d, const append_plan *p)
     return dec_head(r, d, p);
 }
 
-/* Captures run_append for the plan's token count as a graph: 0, or -1 (nothing kept) when the
- * capture or the instantiation fails. Nothing runs while capturing. */
+/* Captures run_append for the plan's token count as a graph: 0, or -1 (nothing kept, no error
+ * left pending) when the capture or the instantiation fails. Nothing runs while capturing. */
 static int capture_step(pg_run *r, pol_gpu_dec *d, const append_plan *p)
 {
     cudaStream_t st = d->g->stream;
     cudaGraph_t graph = NULL;
-    /* relaxed: the launchers may set a kernel's attribute (not a stream operation) */
-    if (cudaStreamBeginCapture(st, cudaStreamCaptureModeRelaxed) != cudaSuccess)
+    /* thread-local: a call that is unsafe while capturing (cudaMalloc, a synchronous copy) in
+     * some launcher fails the capture, which then falls back, instead of running at once and
+     * leaving the graph a pointer it freed */
+    if (cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+        cudaGetLastError();
         return -1;
+    }
     int rc = run_append(r, d, p);
     cudaError_t e = cudaStreamEndCapture(st, &graph);
     if (rc == 0 && e == cudaSuccess && graph)
@@ -449,11 +455,21 @@ static int capture_step(pg_run *r, pol_gpu_dec *d, const append_plan *p)
     return 0;
 }
 
+/* A graph of token count n that failed to launch is dropped, its count runs without one. */
+static void drop_graph(pol_gpu_dec *d, int n)
+{
+    cudaGraphExecDestroy(d->step_exec[n]);
+    d->step_exec[n] = NULL;
+    d->step_state[n] = STEP_NO_GRAPH;
+    d->stats.refused++;
+    cudaGetLastError();
+}
+
 /* A decode step (one token in each of n slots, none a fresh prompt) through its token count's
  * graph: the same kernels with the same arguments every time (the tokens, slots and positions
  * are device data the upload rewrote), so one launch replaces ~16 per layer and the host's
  * launch gaps between them. The second step of a count captures it; the first, and any count
- * whose capture failed, run without a graph. */
+ * whose capture (or launch) failed, run without a graph: the same work, the same results. */
 static int run_step(pg_run *r, pol_gpu_dec *d, const append_plan *p)
 {
     uint8_t *state = &d->step_state[p->n];
@@ -461,16 +477,33 @@ static int run_step(pg_run *r, pol_gpu_dec *d, const append_plan *p)
         *state = STEP_SEEN;
         return run_append(r, d, p);
     }
-    if (*state == STEP_SEEN)
-        *state = capture_step(r, d, p) == 0 ? STEP_READY : STEP_NO_GRAPH;
+    if (*state == STEP_SEEN) {
+        if (capture_step(r, d, p) == 0) {
+            *state = STEP_READY;
+            d->stats.captured++;
+        } else {
+            *state = STEP_NO_GRAPH;
+            d->stats.refused++;
+        }
+    }
     if (*state == STEP_NO_GRAPH)
         return run_append(r, d, p);
-    return pg_ck(r, cudaGraphLaunch(d->step_exec[p->n], d->g->stream), "a decode step's graph");
+    if (cudaGraphLaunch(d->step_exec[p->n], d->g->stream) != cudaSuccess) {
+        drop_graph(d, p->n);
+        return run_append(r, d, p);
+    }
+    d->stats.replayed++;
+    return 0;
 }
 
 void pol_gpu_dec_set_graphs(pol_gpu_dec *d, bool on)
 {
     d->graphs = on;
+}
+
+pol_gpu_dec_graph_stats pol_gpu_dec_graphs(const pol_gpu_dec *d)
+{
+    return d->stats;
 }
 
 int pol_gpu_dec_append(pol_gpu_dec *d, const int32_t *slots, const int32_t *ids, int n, char *err,
@@ -482,11 +515,13 @@ int pol_gpu_dec_append(pol_gpu_dec *d, const int32_t *slots, const int32_t *ids,
     d->n_rows = 0;
     if (plan_append(d, slots, ids, n, &p, err, errcap) != 0)
         return -1;
+    /* rows == n: each slot has one token, so n <= n_slots (the graph arrays' size) */
     bool step = d->graphs && !p.fresh && p.rows == p.n && p.n <= d->n_slots;
     bool failed = upload_plan(&r, d, &p) || (step ? run_step(&r, d, &p) : run_append(&r, d, &p)) ||
                   pg_sync(&r);
     if (failed) {
         cudaStreamSynchronize(g->stream);
+        cudaGetLastError(); /* a later call must not report this one's (non-sticky) error */
         return -1;
     }
     for (int t = 0; t < n; t++)

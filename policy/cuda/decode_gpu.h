@@ -62,6 +62,12 @@ int pol_gpu_dec_append(pol_gpu_dec *d, const int32_t *slots, const int32_t *ids,
  * graph captured at the second step of that n instead of launching every kernel. The results are
  * bitwise those without (the same kernels, arguments and order). */
 void pol_gpu_dec_set_graphs(pol_gpu_dec *d, bool on);
+/* What the graphs did since the decoder was made: token counts captured, steps replayed, and
+ * captures or launches refused (those counts run without a graph from then on). */
+typedef struct pol_gpu_dec_graph_stats {
+    long captured, replayed, refused;
+} pol_gpu_dec_graph_stats;
+pol_gpu_dec_graph_stats pol_gpu_dec_graphs(const pol_gpu_dec *d);
 /* The rows of the last append: *slots (the decoder's array, valid until the next append) and
  * their count; 0 rows before the first append or after a failed one. */
 int pol_gpu_dec_rows(const pol_gpu_dec *d, const int32_t **slots);

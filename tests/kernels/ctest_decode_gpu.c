@@ -365,10 +365,14 @@ static void check_greedy_batching(seq_case *c, pol_gpu_dec *d)
 }
 
 /* Decode steps through CUDA graphs (pol_gpu_dec_set_graphs) against the same generations
- * without: greedy and seeded sampling, 7 prompts of different lengths over the slots, so steps
- * of every token count from 3 down to 1 run many times (captured at the second, replayed after)
- * and mix with prompt admissions (never graphed). Tokens, finish reasons and log-probs must be
- * bitwise the same: the graph replays the same kernels with the same arguments. */
+ * without, on a decoder of its own: 12 slots of 40 tokens and 20 prompts of 1 to 30 tokens that
+ * run until their slot is full, so sequences end at staggered steps and new prompts join running
+ * ones: steps of many token counts (above 8 too, where the matmuls are cuBLASLt's, inside the
+ * graph), calls mixing prompts and steps (never graphed), one-token prompts appended beside
+ * running steps. Greedy, then seeded sampling, which replays the graphs captured during the
+ * greedy run at other slots and positions. Tokens, finish reasons and log-probs must be bitwise
+ * the same, and the graphs must have been captured and replayed, none refused (a refused one
+ * falls back to the same launches, which this comparison alone could not tell). */
 static bool same_generation(const pol_gpu_gen_seq *a, const pol_gpu_gen_seq *b, int n)
 {
     for (int i = 0; i < n; i++)
@@ -379,34 +383,45 @@ static bool same_generation(const pol_gpu_gen_seq *a, const pol_gpu_gen_seq *b, 
     return true;
 }
 
-static void check_graphs(seq_case *c, pol_gpu_dec *d)
+static void check_graphs(seq_case *c)
 {
-    enum { N = 7, NEW = 30 };
-    static const int lens[N] = {3, 21, 9, 1, 14, 30, 6};
-    int32_t prompts[N][30];
+    enum { N = 20, SLOTS = 12, MAX_LEN = 40, LONGEST = 30 };
+    pol_gpu_dec *d = NULL;
+    char err[ERRCAP];
+    if (!need(pol_gpu_dec_create(&d, c->g, SLOTS, MAX_LEN, 256, err, ERRCAP), "dec create", err))
+        return;
+    int32_t prompts[N][LONGEST];
+    int lens[N];
+    for (int i = 0; i < N; i++) {
+        lens[i] = 1 + (i * 7) % LONGEST;
+        fill_ids(prompts[i], lens[i], c->V, 300 + (uint64_t)i);
+    }
     pol_gpu_gen_opts opts[2] = {
-        {.max_new = NEW},
-        {.max_new = NEW, .sample = {.temperature = 0.9f, .top_k = 50, .top_p = 0.95f}}};
+        {.max_new = MAX_LEN},
+        {.max_new = MAX_LEN, .sample = {.temperature = 0.9f, .top_k = 50, .top_p = 0.95f}}};
     for (int k = 0; k < 2; k++) {
         pol_gpu_gen_seq plain[N], graphed[N];
-        for (int i = 0; i < N; i++) {
-            fill_ids(prompts[i], lens[i], c->V, 300 + (uint64_t)i);
+        for (int i = 0; i < N; i++)
             plain[i] = graphed[i] = (pol_gpu_gen_seq){
                 .prompt = prompts[i], .n_prompt = lens[i], .seed = 40 + (uint64_t)i};
-        }
-        char err[ERRCAP];
+        pol_gpu_dec_graph_stats before = pol_gpu_dec_graphs(d);
         bool ok = need(pol_gpu_generate(d, plain, N, &opts[k], NULL, NULL, err, ERRCAP),
                        "generate without graphs", err);
         pol_gpu_dec_set_graphs(d, true);
         ok = ok && need(pol_gpu_generate(d, graphed, N, &opts[k], NULL, NULL, err, ERRCAP),
                         "generate with graphs", err);
         pol_gpu_dec_set_graphs(d, false);
-        report(ok && same_generation(plain, graphed, N),
-               "%s %s generation with decode steps as CUDA graphs = without, bitwise (%d prompts)",
-               c->name, k == 0 ? "greedy" : "sampled", N);
+        pol_gpu_dec_graph_stats st = pol_gpu_dec_graphs(d);
+        long replayed = st.replayed - before.replayed;
+        report(ok && same_generation(plain, graphed, N) && replayed > 0 && st.captured > 0 &&
+                   st.refused == 0,
+               "%s %s generation with decode steps as CUDA graphs = without, bitwise (%d prompts "
+               "over %d slots; %ld token counts captured so far, %ld steps replayed, %ld refused)",
+               c->name, k == 0 ? "greedy" : "sampled", N, SLOTS, st.captured, replayed, st.refused);
         pol_gpu_gen_free(plain, N);
         pol_gpu_gen_free(graphed, N);
     }
+    pol_gpu_dec_free(d);
 }
 
 /* Copies of one prompt in one batch; seeds; EOS; max_new; a full slot. */
@@ -618,7 +633,7 @@ static void run_case(const char *name, const char *json, uint64_t seed)
         report(all_slots_free(d, SLOTS), "%s every slot free again", name);
         check_greedy_batching(&c, d);
         check_sampling_and_stops(&c, d);
-        check_graphs(&c, d);
+        check_graphs(&c);
         report(all_slots_free(d, SLOTS), "%s generation left every slot free", name);
         check_bad_input(&c, d, SLOTS, MAX_LEN, MAX_TOKENS);
     }

@@ -55,6 +55,32 @@ static int check_case(kg_matmul_ctx *ctx, int M, int N, int K, int ta, int tb, i
     return ok;
 }
 
+/* A small-M shape whose operands are not 16-byte aligned (8 bytes past an allocation) goes to
+ * cuBLASLt, and is as right as an aligned one. */
+static int check_misaligned(kg_matmul_ctx *ctx, uint64_t seed)
+{
+    const int M = 3, N = 40, K = 64, off = 4; /* 4 bf16 = 8 bytes */
+    size_t na = (size_t)M * K, nb = (size_t)N * K, nc = (size_t)M * N;
+    float *A = (float *)malloc(na * 4), *B = (float *)malloc(nb * 4), *C = (float *)malloc(nc * 4);
+    float *got = (float *)malloc(nc * 4), *pad = (float *)calloc(off + nb, 4);
+    kc_fill(A, na, seed, -1, 1);
+    kc_fill(B, nb, seed + 1, -1, 1);
+    memcpy(pad + off, B, nb * 4);
+    kg_bf16 *dA = kc_to_dev_bf(A, na), *dBpad = kc_to_dev_bf(pad, off + nb);
+    kg_bf16 *dC = kc_to_dev_bf(A, nc > na ? nc : na); /* any contents: beta = 0 */
+    KC_CUDA(kg_matmul(ctx, dC, dA, dBpad + off, NULL, M, N, K, 0, 1, 0.0f, 0));
+    KC_CUDA(cudaDeviceSynchronize());
+    kc_from_dev_bf(got, dC, nc);
+    ref_matmul(C, A, B, NULL, M, N, K, 0, 1, 0.0f);
+    int ok = kc_close("matmul M3 N40 K64 x W^T with W 8 bytes off alignment", got, C, nc,
+                      2e-2f * sqrtf((float)K / 9.0f) + 1e-2f, 1e-2f);
+    cudaFree(dA);
+    cudaFree(dBpad);
+    cudaFree(dC);
+    free(A), free(B), free(C), free(got), free(pad);
+    return ok;
+}
+
 /* kg_matmul_f32out: fp32 C, accumulated twice (two micro-batches' dW += dY^T X), so that the
  * fp32 sum keeps what a bf16 C would round away: the tolerance is fp32-sized, not bf16-sized. */
 static int check_f32out(kg_matmul_ctx *ctx, int M, int N, int K, int ta, int tb, uint64_t seed)
@@ -118,8 +144,13 @@ int main(void)
     ok &= check_case(ctx, 4, 9728, 896, 0, 1, 0, 0.0f, seed++); /* gate/up */
     ok &= check_case(ctx, 8, 896, 4864, 0, 1, 0, 1.0f, seed++); /* down + residual */
     ok &= check_case(ctx, 1, 896, 4864, 0, 1, 0, 1.0f, seed++);
+    ok &= check_case(ctx, 8, 896, 896, 0, 1, 1, 0.0f, seed++);    /* M 8 with bias */
+    ok &= check_case(ctx, 5, 7, 72, 0, 1, 1, 0.0f, seed++);       /* N < a block's 16 columns */
+    ok &= check_case(ctx, 3, 1, 8, 0, 1, 0, 1.0f, seed++);        /* N 1, K one vector */
+    ok &= check_case(ctx, 1, 151936, 896, 0, 1, 0, 0.0f, seed++); /* the LM head */
     ok &= check_case(ctx, 9, 53, 72, 0, 1, 1, 0.0f, seed++);
     ok &= check_case(ctx, 3, 53, 71, 0, 1, 0, 1.0f, seed++);
+    ok &= check_misaligned(ctx, seed++);
     ok &= check_f32out(ctx, 896, 4864, 64, 1, 0, seed++); /* dW += dY^T X in fp32 */
     ok &= check_f32out(ctx, 37, 53, 71, 0, 1, seed++);
     ok &= check_f32out(ctx, 37, 53, 71, 1, 1, seed++);
