@@ -10,21 +10,40 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "bench/local_server.h"
 #include "util/text.h"
 
 static atomic_int g_stop; /* SIGINT/SIGTERM: finish the tasks in flight, start no new one */
+/* the private kgym-env this process started (0: none), for a second interrupt to stop */
+static volatile sig_atomic_t g_own_server;
 
 bool bench_stopping(void)
 {
     return atomic_load(&g_stop) != 0;
 }
 
+/* Only async-signal-safe calls here. The first interrupt lets the tasks in flight finish (a
+ * measurement may take tens of seconds); a second one stops at once: every finished result is
+ * already on disk (each write is a whole line or an atomic rename), the running tasks are
+ * evaluated again on resume, and the private server drains them and exits by itself. */
 static void on_signal(int sig)
 {
     (void)sig;
-    atomic_store(&g_stop, 1);
+    static const char first[] = "\nkgym-bench: stopping after the tasks in flight (every "
+                                "finished result is kept); interrupt again to stop now\n";
+    static const char second[] = "\nkgym-bench: stopped; run the same command again to resume\n";
+    if (atomic_exchange(&g_stop, 1) == 0) {
+        ssize_t w = write(STDERR_FILENO, first, sizeof first - 1);
+        (void)w;
+        return;
+    }
+    ssize_t w = write(STDERR_FILENO, second, sizeof second - 1);
+    (void)w;
+    if (g_own_server > 0)
+        kill((pid_t)g_own_server, SIGTERM);
+    _exit(EXIT_INTERRUPTED);
 }
 
 void bench_install_signals(void)
@@ -69,11 +88,13 @@ int bench_server_connect(const bench_opts *o, bench_server *sc)
         fprintf(stderr, "kgym-bench: %s\n", err);
         return -1;
     }
+    g_own_server = sc->own_pid;
     return 0;
 }
 
 void bench_server_disconnect(bench_server *sc)
 {
+    g_own_server = 0;
     if (sc->own_pid > 0)
         local_server_stop(sc->own_pid);
 }

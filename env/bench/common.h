@@ -16,7 +16,8 @@
 #define EXIT_INFRA 2
 #define EXIT_INTERRUPTED 3
 
-/* SIGINT/SIGTERM set a flag (bench_stopping): tasks in flight finish, no new one starts. */
+/* SIGINT/SIGTERM set a flag (bench_stopping): tasks in flight finish, no new one starts. A
+ * second one exits at once (EXIT_INTERRUPTED), telling a private server to stop. */
 void bench_install_signals(void);
 bool bench_stopping(void);
 

@@ -169,6 +169,80 @@ def test_killed_run_resumes_to_the_same_result(first_run, tmp_path):
     assert t1 == t2
 
 
+def start_and_wait_for_first_result(out):
+    """A run in its own session, once one task is done and the next is in flight."""
+    p = subprocess.Popen(bench_args(out), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env(),
+                         text=True, start_new_session=True)
+    log = out / "results.jsonl"
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline and p.poll() is None:
+        if log.is_file() and len(log.read_text().splitlines()) >= 1:
+            break
+        time.sleep(0.1)
+    assert p.poll() is None, "the run ended before it could be interrupted"
+    return p, log
+
+
+def own_servers(out):
+    """kgym-env processes serving this run (their command line names its folder)."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if "kgym-env" in cmd and str(out) in cmd:
+                pids.append(int(d.name))
+    return pids
+
+
+def test_one_interrupt_finishes_the_tasks_in_flight(kb, tmp_path):
+    out = tmp_path / "int1"
+    p, log = start_and_wait_for_first_result(out)
+    os.kill(p.pid, signal.SIGINT)
+    try:
+        _, err = p.communicate(timeout=600)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    assert p.returncode == 3, err
+    assert "interrupt again to stop now" in err
+    assert "run the same command again to resume" in err
+    lines = log.read_text().splitlines()
+    assert 1 <= len(lines) < len(FIXTURES)
+    for line in lines:
+        json.loads(line)  # every result whole
+    assert not own_servers(out), "kgym-bench left its server running"
+
+
+def test_second_interrupt_stops_at_once(kb, tmp_path):
+    out = tmp_path / "int2"
+    p, log = start_and_wait_for_first_result(out)
+    os.kill(p.pid, signal.SIGINT)
+    time.sleep(0.3)
+    t0 = time.monotonic()
+    os.kill(p.pid, signal.SIGINT)
+    try:
+        _, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    assert time.monotonic() - t0 < 10, "the second interrupt did not stop the run at once"
+    assert p.returncode == 3, err
+    assert "stopped; run the same command again to resume" in err
+    for line in log.read_text().splitlines():
+        json.loads(line)
+    # the private server was told to stop: it drains its tasks in flight and exits by itself
+    deadline = time.monotonic() + 300
+    while own_servers(out) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    left = own_servers(out)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, "the private server did not exit after the second interrupt"
+
+
 def test_diff_flags_an_injected_regression(first_run, tmp_path):
     out, res, _ = first_run
     same = subprocess.run([str(BENCH), "diff", str(out), str(out)], capture_output=True, text=True)
