@@ -193,12 +193,14 @@ int bench_baselines(const bench_opts *o, const char *out_file)
     fprintf(stderr, "kgym-bench: %zu tasks selected, %zu in %s already, %zu to measure\n",
             json_array_size(sel), json_array_size(sel) - json_array_size(todo), out_file,
             json_array_size(todo));
-    /* by default as many as the server overlaps: per GPU, 3 measurements (one timing while
-     * the next ones start) and 4 warm-ups */
+    /* by default per GPU: 3 measurements (as many as the server overlaps: one timing while
+     * the next ones start) and 2 warm-ups */
     int gpus = bench_default_jobs(h, o);
     bool cpu = strcmp(o->variant, "cpu") == 0;
     int jobs = o->jobs > 0 ? o->jobs : cpu ? 1 : 3 * gpus;
-    int warm_jobs = o->warmup_jobs >= 0 ? o->warmup_jobs : 4 * gpus;
+    /* 2 per GPU: 4 large-tensor warm-ups at once ran an H200 out of memory (README), 2 never
+     * did in ~90 tasks since (the server admits up to 4 for other clients) */
+    int warm_jobs = o->warmup_jobs >= 0 ? o->warmup_jobs : 2 * gpus;
     size_t n = json_array_size(todo), batch = (size_t)(warm_jobs > jobs ? 2 * warm_jobs : 2 * jobs);
     phase warm = {.o = o, .url = sc.url, .warmup = true, .todo = todo, .t0_ms = text_mono_ms()};
     phase meas = {.o = o,

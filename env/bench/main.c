@@ -42,7 +42,7 @@ static void usage(FILE *out)
         "  --quiet              no progress lines\n"
         "  --file PATH          baselines: the output file (default results/baselines.json)\n"
         "  --warmup-jobs N      baselines: torch.compile warm-ups run first, untimed, N at a\n"
-        "                       time under shared GPU leases (default 4 per GPU; 0: none)\n"
+        "                       time under shared GPU leases (default 2 per GPU; 0: none)\n"
         "diff options:\n"
         "  --min-change F       smallest relative time change reported (default 0.10)\n"
         "\n"
