@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -96,6 +97,18 @@ static int build_argv(const bench_opts *o, const char *bin, const char *state, c
     return n;
 }
 
+/* In the server's child before execve: SIGTERM it (a drain: its tasks in flight finish, then it
+ * exits) when kgym-bench dies, even by SIGKILL, so that a killed run never leaves its private
+ * server serving forever. The parent may have died before this line: then it exits at once. */
+static int die_with_parent(void *ctx)
+{
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0)
+        return errno;
+    if (getppid() != *(const pid_t *)ctx)
+        _exit(1);
+    return 0;
+}
+
 pid_t local_server_start(const bench_opts *o, char *url, size_t urlcap, char *err, size_t errcap)
 {
     char bin[PATH_MAX], state[PATH_MAX], log_path[PATH_MAX];
@@ -115,7 +128,11 @@ pid_t local_server_start(const bench_opts *o, char *url, size_t urlcap, char *er
     static char paths[2][PATH_MAX];
     build_argv(o, bin, state, argv, paths);
     extern char **environ;
+    static pid_t parent;
+    parent = getpid();
     spawn_opts so = SPAWN_OPTS_INIT;
+    so.pre_exec = die_with_parent;
+    so.pre_exec_ctx = &parent;
     so.argv = argv;
     so.envp = (const char *const *)environ;
     so.out_fd = fd;

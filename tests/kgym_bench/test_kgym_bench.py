@@ -9,6 +9,7 @@ fails the run (tests/conftest.py)."""
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -138,19 +139,25 @@ def test_table_matches_the_hand_computed_one(first_run):
     assert len(lines) == len(FIXTURES)
 
 
-def test_killed_run_resumes_to_the_same_result(first_run, tmp_path):
-    _, res1, _ = first_run
-    out = tmp_path / "run2"
+def start_and_wait_for_results(out, n):
+    """A run in its own session, once n tasks are done and the next is in flight."""
     p = subprocess.Popen(bench_args(out), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env(),
-                         start_new_session=True)
+                         text=True, start_new_session=True)
     log = out / "results.jsonl"
     deadline = time.monotonic() + 900
     while time.monotonic() < deadline and p.poll() is None:
-        if log.is_file() and len(log.read_text().splitlines()) >= 2:
+        if log.is_file() and len(log.read_text().splitlines()) >= n:
             break
-        time.sleep(0.2)
-    assert p.poll() is None, "the run ended before it could be killed"
-    os.killpg(p.pid, signal.SIGKILL)  # kgym-bench and its private server, mid-run
+        time.sleep(0.1)
+    assert p.poll() is None, "the run ended before it could be stopped"
+    return p, log
+
+
+def test_killed_run_resumes_to_the_same_result(first_run, tmp_path):
+    _, res1, _ = first_run
+    out = tmp_path / "run2"
+    p, log = start_and_wait_for_results(out, 2)
+    os.killpg(p.pid, signal.SIGKILL)  # kgym-bench, mid-run
     p.wait()
     before = log.read_text().splitlines()
     assert 2 <= len(before) < len(FIXTURES)
@@ -167,20 +174,15 @@ def test_killed_run_resumes_to_the_same_result(first_run, tmp_path):
     t1 = {r["label"]: (r["n"], r["passed"], r["faster_eager"]) for r in res1["table"]}
     t2 = {r["label"]: (r["n"], r["passed"], r["faster_eager"]) for r in res2["table"]}
     assert t1 == t2
-
-
-def start_and_wait_for_first_result(out):
-    """A run in its own session, once one task is done and the next is in flight."""
-    p = subprocess.Popen(bench_args(out), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env(),
-                         text=True, start_new_session=True)
-    log = out / "results.jsonl"
-    deadline = time.monotonic() + 900
-    while time.monotonic() < deadline and p.poll() is None:
-        if log.is_file() and len(log.read_text().splitlines()) >= 1:
-            break
-        time.sleep(0.1)
-    assert p.poll() is None, "the run ended before it could be interrupted"
-    return p, log
+    # the killed run's private server (a session of its own, so the SIGKILL missed it) was told
+    # by the kernel that its parent died, drained and exited; the resumed run stopped its own
+    deadline = time.monotonic() + 120
+    while own_servers(out) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    left = own_servers(out)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, "a killed kgym-bench left its server running"
 
 
 def own_servers(out):
@@ -199,7 +201,7 @@ def own_servers(out):
 
 def test_one_interrupt_finishes_the_tasks_in_flight(kb, tmp_path):
     out = tmp_path / "int1"
-    p, log = start_and_wait_for_first_result(out)
+    p, log = start_and_wait_for_results(out, 1)
     os.kill(p.pid, signal.SIGINT)
     try:
         _, err = p.communicate(timeout=600)
@@ -216,24 +218,52 @@ def test_one_interrupt_finishes_the_tasks_in_flight(kb, tmp_path):
     assert not own_servers(out), "kgym-bench left its server running"
 
 
+def busy_solutions(root):
+    """The L1-12 fixture's workspace (its kernels build and run) with a ModelNew that first spends
+    some 20 s in a pure-Python loop (nothing the static scan refuses): the task stays in flight
+    long enough for two interrupts to land while it runs."""
+    ws = root / "level1" / "12"
+    shutil.copytree(SOLUTIONS / "level1" / "12", ws)
+    model = ws / "model_new.py"
+    src = model.read_text()
+    init = "        super().__init__()\n"
+    assert init in src
+    model.write_text(src.replace(init, init + "        n = 0\n        for i in range(300000000):\n"
+                                            "            n += i\n"))
+    return root
+
+
 def test_second_interrupt_stops_at_once(kb, tmp_path):
+    sols = busy_solutions(tmp_path / "busy")
     out = tmp_path / "int2"
-    p, log = start_and_wait_for_first_result(out)
-    os.kill(p.pid, signal.SIGINT)
-    time.sleep(0.3)
-    t0 = time.monotonic()
-    os.kill(p.pid, signal.SIGINT)
+    args = [str(BENCH), "run", "--kernelbench", str(KB), "--variant", "cpu", "--solutions",
+            str(sols), "--out", str(out), "--python", sys.executable, "--quiet", "--only",
+            "kb/L1/12"]
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env(), text=True,
+                         start_new_session=True)
     try:
+        server_log = out / "server.log"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and p.poll() is None and not (
+                server_log.is_file() and "listening" in server_log.read_text()):
+            time.sleep(0.1)
+        time.sleep(5)  # the one task is in flight now (its baselines, then that loop)
+        assert p.poll() is None, "the run ended before it could be interrupted"
+        os.kill(p.pid, signal.SIGINT)
+        time.sleep(1)
+        assert p.poll() is None, "the first interrupt did not wait for the task in flight"
+        t0 = time.monotonic()
+        os.kill(p.pid, signal.SIGINT)
         _, err = p.communicate(timeout=30)
     finally:
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
     assert time.monotonic() - t0 < 10, "the second interrupt did not stop the run at once"
     assert p.returncode == 3, err
-    assert "stopped; run the same command again to resume" in err
-    for line in log.read_text().splitlines():
-        json.loads(line)
-    # the private server was told to stop: it drains its tasks in flight and exits by itself
+    assert "interrupt again to stop now" in err and "stopped; run the same command again" in err
+    log = out / "results.jsonl"
+    assert not log.is_file() or not log.read_text().strip()  # the one task never finished
+    # the private server was told to stop: it drains the task in flight and exits by itself
     deadline = time.monotonic() + 300
     while own_servers(out) and time.monotonic() < deadline:
         time.sleep(0.5)
