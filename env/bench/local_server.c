@@ -128,8 +128,7 @@ pid_t local_server_start(const bench_opts *o, char *url, size_t urlcap, char *er
     static char paths[2][PATH_MAX];
     build_argv(o, bin, state, argv, paths);
     extern char **environ;
-    static pid_t parent;
-    parent = getpid();
+    pid_t parent = getpid(); /* read by the child, in its copy of this frame */
     spawn_opts so = SPAWN_OPTS_INIT;
     so.pre_exec = die_with_parent;
     so.pre_exec_ctx = &parent;

@@ -176,13 +176,7 @@ def test_killed_run_resumes_to_the_same_result(first_run, tmp_path):
     assert t1 == t2
     # the killed run's private server (a session of its own, so the SIGKILL missed it) was told
     # by the kernel that its parent died, drained and exited; the resumed run stopped its own
-    deadline = time.monotonic() + 120
-    while own_servers(out) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    left = own_servers(out)
-    for pid in left:
-        os.kill(pid, signal.SIGKILL)
-    assert not left, "a killed kgym-bench left its server running"
+    assert not servers_left_after(out, 120), "a killed kgym-bench left its server running"
 
 
 def own_servers(out):
@@ -197,6 +191,18 @@ def own_servers(out):
             if "kgym-env" in cmd and str(out) in cmd:
                 pids.append(int(d.name))
     return pids
+
+
+def servers_left_after(out, seconds):
+    """The run's kgym-env processes still there after waiting up to seconds for them to exit
+    (killed then, so that a failing test leaves none behind)."""
+    deadline = time.monotonic() + seconds
+    while own_servers(out) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    left = own_servers(out)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    return left
 
 
 def test_one_interrupt_finishes_the_tasks_in_flight(kb, tmp_path):
@@ -264,12 +270,7 @@ def test_second_interrupt_stops_at_once(kb, tmp_path):
     log = out / "results.jsonl"
     assert not log.is_file() or not log.read_text().strip()  # the one task never finished
     # the private server was told to stop: it drains the task in flight and exits by itself
-    deadline = time.monotonic() + 300
-    while own_servers(out) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    left = own_servers(out)
-    for pid in left:
-        os.kill(pid, signal.SIGKILL)
+    left = servers_left_after(out, 300)
     assert not left, "the private server did not exit after the second interrupt"
 
 
