@@ -147,7 +147,7 @@ KERNEL_OBJS  := $(patsubst kernels/%.cu,$(BUILD)/kernels/obj/%.o,$(wildcard kern
 KERNEL_BINS  := $(patsubst tests/kernels/%.cu,$(BUILD)/kernels/%,$(wildcard tests/kernels/test_*.cu)) \
                 $(patsubst tests/bench/kernels/%.cu,$(BUILD)/kernels/%,$(wildcard tests/bench/kernels/bench_*.cu))
 
-$(BUILD)/kernels/obj/%.o: kernels/%.cu kernels/kernels.h kernels/bf16_pack.cuh
+$(BUILD)/kernels/obj/%.o: kernels/%.cu kernels/kernels.h $(wildcard kernels/*.cuh)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) -I. -c $< -o $@
 

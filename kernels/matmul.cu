@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "kernels/swiglu_math.cuh"
 
 struct kg_matmul_ctx {
     cublasLtHandle_t lt;
@@ -86,6 +87,30 @@ static void plan_free(lt_plan *p)
         cublasLtMatmulDescDestroy(p->op);
 }
 
+/* The largest power of two (up to cuBLASLt's default assumption of 256) dividing p's address. */
+static uint32_t pointer_alignment(const void *p)
+{
+    uintptr_t a = (uintptr_t)p | 256u;
+    return (uint32_t)(a & (~a + 1));
+}
+
+/* Tells the heuristic how aligned the operands really are (the first's, the second's, C's):
+ * it assumes 256 bytes otherwise, and may pick a kernel that fails on a pointer into a tensor. */
+static bool plan_set_alignments(lt_plan *p, const void *first, const void *second, const void *C)
+{
+    static const cublasLtMatmulPreferenceAttributes_t ATTR[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    const void *ptr[4] = {first, second, C, C};
+    for (int i = 0; i < 4; i++) {
+        uint32_t a = pointer_alignment(ptr[i]);
+        if (cublasLtMatmulPreferenceSetAttribute(p->pref, ATTR[i], &a, sizeof a) !=
+            CUBLAS_STATUS_SUCCESS)
+            return false;
+    }
+    return true;
+}
+
 /* The descriptors of one call; false when cuBLASLt refuses one of them. */
 static bool plan_make(lt_plan *p, const lt_operand *first, const lt_operand *second, int M, int N,
                       const kg_bf16 *bias, cudaDataType_t c_type, size_t workspace_bytes)
@@ -121,120 +146,206 @@ static bool plan_make(lt_plan *p, const lt_operand *first, const lt_operand *sec
 }
 
 /* ---- the small-M path: C[M, N] = X[M, K] W[N, K]^T (+ bias) (+ beta C), M <= 8 ----
- * Each warp owns SM_COLS output columns for all M rows: its lanes stride over K in 16-byte
- * vectors (8 bf16), each weight vector is read once and used for every row (x, M x K, stays in
- * L1), fp32 sums are reduced across the warp and rounded once to bf16, like cuBLASLt's. Every
- * row is computed the same way whatever M is, so a row's result does not depend on its batch. */
+ * The bound is reading W once, so the kernel is shaped for loads in flight, not for reuse: a
+ * block owns SM_COLS output columns for all M rows and its threads split K between them in
+ * 16-byte vectors (8 bf16), each thread issuing its weight loads before using any (x, M x K,
+ * stays in L1/L2). A first version gave each warp two whole columns: 56 blocks for N = 896, too
+ * few loads in flight (the down projection at M 1 took 18.5 us against 5.9 us now, H200).
+ * fp32 sums are reduced across the warp, then across the block's warps in shared memory, and
+ * rounded once to bf16, like cuBLASLt's. The block size and the reduction order depend on K
+ * only, never on M, so a row's result does not depend on its batch (the decode tests compare
+ * batches bitwise).
+ *
+ * One launch can hold several products of the same X (the q, k and v projections: "parts", the
+ * blocks of part 0 first), or the MLP's gate and up together with the SwiGLU (R = 2: a block
+ * reads SM_COLS rows of both weights and writes gate, up and silu(gate) * up). Either gives the
+ * bits separate launches would: a column's sum does not depend on what else its block does. */
 #define SM_MAX_M 8
-#define SM_WARPS 8
-#define SM_COLS 2
+#define SM_COLS 4
+#define SM_MAX_WARPS 8
+#define SM_MAX_PARTS 3
 
-/* sum of the 8 products of two 16-byte vectors of bf16, added to acc */
-static __device__ __forceinline__ float sm_dot8(uint4 a, uint4 b, float acc)
+typedef struct {
+    __nv_bfloat16 *C;              /* [M, N] */
+    const __nv_bfloat16 *W, *bias; /* [N, K]; [N] or NULL */
+    int N;
+} sm_part;
+
+typedef struct {
+    sm_part part[SM_MAX_PARTS];
+    int n_parts;
+    const __nv_bfloat16 *X; /* [M, K] */
+    int K;
+    float beta;
+    __nv_bfloat16 *h; /* R = 2: silu(part 0) * part 1, [M, N] */
+} sm_args;
+
+/* threads per block: enough warps to give each thread about one vector of K, at most 8 warps */
+static unsigned small_m_threads(int K)
 {
-    const __nv_bfloat162 *x = (const __nv_bfloat162 *)&a, *y = (const __nv_bfloat162 *)&b;
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        const float2 u = __bfloat1622float2(x[i]), v = __bfloat1622float2(y[i]);
-        acc = fmaf(u.x, v.x, acc);
-        acc = fmaf(u.y, v.y, acc);
-    }
-    return acc;
+    unsigned warps = ((unsigned)(K / 8) + 31) / 32;
+    return 32 * (warps < 1 ? 1 : warps > SM_MAX_WARPS ? SM_MAX_WARPS : warps);
 }
 
-template <int M>
-static __global__ void __launch_bounds__(SM_WARPS * 32)
-    small_m_kernel(__nv_bfloat16 *C, const __nv_bfloat16 *X, const __nv_bfloat16 *W,
-                   const __nv_bfloat16 *bias, int N, int K, float beta)
+static __host__ __device__ int small_m_blocks(int N)
 {
-    const int lane = threadIdx.x & 31;
-    const int n0 = (int)(blockIdx.x * SM_WARPS + (threadIdx.x >> 5)) * SM_COLS;
-    if (n0 >= N) /* the whole warp leaves together */
-        return;
-    float acc[SM_COLS][M];
+    return (N + SM_COLS - 1) / SM_COLS;
+}
+
+/* a 16-byte vector of 8 bf16 as floats */
+static __device__ __forceinline__ void sm_unpack8(uint4 v, float *f)
+{
+    const __nv_bfloat162 *p = (const __nv_bfloat162 *)&v;
 #pragma unroll
-    for (int c = 0; c < SM_COLS; c++)
+    for (int i = 0; i < 4; i++) {
+        const float2 u = __bfloat1622float2(p[i]);
+        f[2 * i] = u.x, f[2 * i + 1] = u.y;
+    }
+}
+
+/* The part a block works on (R = 1: the blocks of part 0 come first, then 1's, ...) and the
+ * block's index inside it. */
+static __device__ __forceinline__ int sm_block_part(const sm_args &a, int *b)
+{
+    int p = 0;
+    while (p + 1 < a.n_parts && *b >= small_m_blocks(a.part[p].N))
+        *b -= small_m_blocks(a.part[p++].N);
+    return p;
+}
+
+/* Writes column n of row m of one part: + bias, + beta C, rounded to bf16; the rounded value. */
+static __device__ __forceinline__ float sm_store(const sm_part &P, int m, int n, float v,
+                                                 float beta)
+{
+    if (P.bias)
+        v += __bfloat162float(P.bias[n]);
+    if (beta != 0.0f) /* beta = 0 never reads C (it may hold anything) */
+        v = fmaf(beta, __bfloat162float(P.C[(size_t)m * P.N + n]), v);
+    const __nv_bfloat16 r = __float2bfloat16(v);
+    P.C[(size_t)m * P.N + n] = r;
+    return __bfloat162float(r);
+}
+
+template <int M, int R>
+static __global__ void __launch_bounds__(SM_MAX_WARPS * 32) small_m_kernel(sm_args a)
+{
+    __shared__ float partial[SM_MAX_WARPS][R * SM_COLS * M];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    int b = (int)blockIdx.x;
+    const int p = R == 1 ? sm_block_part(a, &b) : 0;
+    const int N = a.part[p].N, n0 = b * SM_COLS;
+    float acc[R][SM_COLS][M];
 #pragma unroll
-        for (int m = 0; m < M; m++)
-            acc[c][m] = 0.f;
-    const int K8 = K / 8;
-    for (int k8 = lane; k8 < K8; k8 += 32) {
-        uint4 w[SM_COLS];
+    for (int r = 0; r < R; r++)
 #pragma unroll
         for (int c = 0; c < SM_COLS; c++)
-            w[c] = n0 + c < N ? __ldg((const uint4 *)(W + (size_t)(n0 + c) * K) + k8)
-                              : make_uint4(0, 0, 0, 0);
 #pragma unroll
-        for (int m = 0; m < M; m++) {
-            const uint4 x = __ldg((const uint4 *)(X + (size_t)m * K) + k8);
+            for (int m = 0; m < M; m++)
+                acc[r][c][m] = 0.f;
+    const int K = a.K, K8 = K / 8;
+    for (int k8 = threadIdx.x; k8 < K8; k8 += blockDim.x) {
+        uint4 w[R][SM_COLS];
+#pragma unroll
+        for (int r = 0; r < R; r++)
 #pragma unroll
             for (int c = 0; c < SM_COLS; c++)
-                acc[c][m] = sm_dot8(w[c], x, acc[c][m]);
+                w[r][c] = n0 + c < N
+                              ? __ldg((const uint4 *)(a.part[p + r].W + (size_t)(n0 + c) * K) + k8)
+                              : make_uint4(0, 0, 0, 0);
+        float wf[R][SM_COLS][8];
+#pragma unroll
+        for (int r = 0; r < R; r++)
+#pragma unroll
+            for (int c = 0; c < SM_COLS; c++)
+                sm_unpack8(w[r][c], wf[r][c]);
+#pragma unroll
+        for (int m = 0; m < M; m++) {
+            float xf[8];
+            sm_unpack8(__ldg((const uint4 *)(a.X + (size_t)m * K) + k8), xf);
+#pragma unroll
+            for (int r = 0; r < R; r++)
+#pragma unroll
+                for (int c = 0; c < SM_COLS; c++)
+#pragma unroll
+                    for (int i = 0; i < 8; i++) /* in element order: the same sum for any M */
+                        acc[r][c][m] = fmaf(wf[r][c][i], xf[i], acc[r][c][m]);
         }
     }
 #pragma unroll
-    for (int c = 0; c < SM_COLS; c++)
+    for (int r = 0; r < R; r++)
 #pragma unroll
-        for (int m = 0; m < M; m++)
+        for (int c = 0; c < SM_COLS; c++)
 #pragma unroll
-            for (int o = 16; o > 0; o >>= 1)
-                acc[c][m] += __shfl_xor_sync(0xffffffffu, acc[c][m], o);
-                /* lane m (< M) writes row m of the warp's columns */
+            for (int m = 0; m < M; m++) {
 #pragma unroll
-    for (int m = 0; m < M; m++)
-        if (lane == m)
-#pragma unroll
-            for (int c = 0; c < SM_COLS; c++) {
-                const int n = n0 + c;
-                if (n >= N)
-                    break;
-                float v = acc[c][m];
-                if (bias)
-                    v += __bfloat162float(bias[n]);
-                if (beta != 0.0f) /* beta = 0 never reads C (it may hold anything) */
-                    v = fmaf(beta, __bfloat162float(C[(size_t)m * N + n]), v);
-                C[(size_t)m * N + n] = __float2bfloat16(v);
+                for (int o = 16; o > 0; o >>= 1)
+                    acc[r][c][m] += __shfl_xor_sync(0xffffffffu, acc[r][c][m], o);
+                if (lane == 0)
+                    partial[warp][(r * SM_COLS + c) * M + m] = acc[r][c][m];
             }
+    __syncthreads();
+    /* thread (c, m) sums the warps' partials in warp order and writes C[m, n0 + c] */
+    const int c = (int)threadIdx.x / M, m = (int)threadIdx.x % M, n = n0 + c;
+    if (c >= SM_COLS || n >= N)
+        return;
+    float v[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        float sum = 0.f;
+        for (int w = 0; w < warps; w++)
+            sum += partial[w][(r * SM_COLS + c) * M + m];
+        v[r] = sm_store(a.part[p + r], m, n, sum, a.beta);
+    }
+    if (R == 2) /* from the rounded gate and up, as kg_swiglu_forward reads them */
+        a.h[(size_t)m * N + n] = __float2bfloat16_rn(swiglu_value(v[0], v[R - 1]));
 }
 
-/* Takes the call when it is the small-M shape with 16-byte aligned rows; false: use cuBLASLt. */
+/* A product the small-M path takes: the small-M shape with 16-byte aligned rows. */
 static bool small_m_fits(const void *A, const void *B, int M, int K, int trans_a, int trans_b)
 {
     return M <= SM_MAX_M && !trans_a && trans_b && K % 8 == 0 &&
            ((uintptr_t)A | (uintptr_t)B) % 16 == 0;
 }
 
-template <int M>
-static cudaError_t small_m_launch(kg_bf16 *C, const kg_bf16 *X, const kg_bf16 *W,
-                                  const kg_bf16 *bias, int N, int K, float beta, cudaStream_t s)
+/* KGYM_MATMUL_SMALL_M=0 sends the small-M shapes to cuBLASLt too: for measuring one path
+ * against the other in the same binary (read once; a function-local static is thread-safe). */
+static bool small_m_enabled(void)
 {
-    const unsigned per_block = SM_WARPS * SM_COLS;
-    small_m_kernel<M><<<((unsigned)N + per_block - 1) / per_block, SM_WARPS * 32, 0, s>>>(
-        (__nv_bfloat16 *)C, (const __nv_bfloat16 *)X, (const __nv_bfloat16 *)W,
-        (const __nv_bfloat16 *)bias, N, K, beta);
+    static const bool enabled = [] {
+        const char *v = getenv("KGYM_MATMUL_SMALL_M");
+        return !(v && strcmp(v, "0") == 0);
+    }();
+    return enabled;
+}
+
+template <int M, int R> static cudaError_t small_m_launch(const sm_args &a, cudaStream_t s)
+{
+    unsigned blocks = 0;
+    for (int p = 0; p < (R == 2 ? 1 : a.n_parts); p++)
+        blocks += (unsigned)small_m_blocks(a.part[p].N);
+    small_m_kernel<M, R><<<blocks, small_m_threads(a.K), 0, s>>>(a);
     return cudaGetLastError();
 }
 
-static cudaError_t small_m_run(kg_bf16 *C, const kg_bf16 *X, const kg_bf16 *W, const kg_bf16 *bias,
-                               int M, int N, int K, float beta, cudaStream_t s)
+template <int R> static cudaError_t small_m_run(const sm_args &a, int M, cudaStream_t s)
 {
     switch (M) {
     case 1:
-        return small_m_launch<1>(C, X, W, bias, N, K, beta, s);
+        return small_m_launch<1, R>(a, s);
     case 2:
-        return small_m_launch<2>(C, X, W, bias, N, K, beta, s);
+        return small_m_launch<2, R>(a, s);
     case 3:
-        return small_m_launch<3>(C, X, W, bias, N, K, beta, s);
+        return small_m_launch<3, R>(a, s);
     case 4:
-        return small_m_launch<4>(C, X, W, bias, N, K, beta, s);
+        return small_m_launch<4, R>(a, s);
     case 5:
-        return small_m_launch<5>(C, X, W, bias, N, K, beta, s);
+        return small_m_launch<5, R>(a, s);
     case 6:
-        return small_m_launch<6>(C, X, W, bias, N, K, beta, s);
+        return small_m_launch<6, R>(a, s);
     case 7:
-        return small_m_launch<7>(C, X, W, bias, N, K, beta, s);
+        return small_m_launch<7, R>(a, s);
     default:
-        return small_m_launch<8>(C, X, W, bias, N, K, beta, s);
+        return small_m_launch<8, R>(a, s);
     }
 }
 
@@ -251,7 +362,8 @@ static cudaError_t matmul_run(kg_matmul_ctx *ctx, void *C, cudaDataType_t c_type
     lt_plan p;
     memset(&p, 0, sizeof p);
     cudaError_t rc = cudaErrorInvalidValue;
-    if (plan_make(&p, &first, &second, M, N, bias, c_type, ctx->workspace_bytes)) {
+    if (plan_make(&p, &first, &second, M, N, bias, c_type, ctx->workspace_bytes) &&
+        plan_set_alignments(&p, B, A, C)) {
         cublasLtMatmulHeuristicResult_t h;
         int found = 0;
         if (cublasLtMatmulAlgoGetHeuristic(ctx->lt, p.op, p.a, p.b, p.c, p.c, p.pref, 1, &h,
@@ -268,14 +380,88 @@ static cudaError_t matmul_run(kg_matmul_ctx *ctx, void *C, cudaDataType_t c_type
     return rc;
 }
 
+static bool matmul_args_ok(kg_matmul_ctx *ctx, const void *C, const void *A, const void *B,
+                           const kg_bf16 *bias, int M, int N, int K, float beta)
+{
+    return ctx && C && A && B && M > 0 && N > 0 && K > 0 && !(bias && beta != 0.0f);
+}
+
 extern "C" cudaError_t kg_matmul(kg_matmul_ctx *ctx, kg_bf16 *C, const kg_bf16 *A, const kg_bf16 *B,
                                  const kg_bf16 *bias, int M, int N, int K, int trans_a, int trans_b,
                                  float beta, cudaStream_t s)
 {
-    if (ctx && C && A && B && M > 0 && N > 0 && K > 0 && !(bias && beta != 0.0f) &&
-        small_m_fits(A, B, M, K, trans_a, trans_b))
-        return small_m_run(C, A, B, bias, M, N, K, beta, s);
+    if (matmul_args_ok(ctx, C, A, B, bias, M, N, K, beta) &&
+        small_m_fits(A, B, M, K, trans_a, trans_b) && small_m_enabled()) {
+        sm_args a = {};
+        a.part[0] = {(__nv_bfloat16 *)C, (const __nv_bfloat16 *)B, (const __nv_bfloat16 *)bias, N};
+        a.n_parts = 1;
+        a.X = (const __nv_bfloat16 *)A;
+        a.K = K;
+        a.beta = beta;
+        return small_m_run<1>(a, M, s);
+    }
     return matmul_run(ctx, C, CUDA_R_16BF, A, B, bias, M, N, K, trans_a, trans_b, beta, s);
+}
+
+/* Every part's weight fits the small-M path with X. */
+static bool parts_fit(const kg_bf16 *X, const kg_matmul_part *parts, int n_parts, int M, int K)
+{
+    for (int i = 0; i < n_parts; i++)
+        if (!small_m_fits(X, parts[i].W, M, K, 0, 1))
+            return false;
+    return small_m_enabled();
+}
+
+extern "C" cudaError_t kg_matmul_parts(kg_matmul_ctx *ctx, const kg_bf16 *X,
+                                       const kg_matmul_part *parts, int n_parts, int M, int K,
+                                       cudaStream_t s)
+{
+    if (!parts || n_parts < 1 || n_parts > SM_MAX_PARTS)
+        return cudaErrorInvalidValue;
+    for (int i = 0; i < n_parts; i++)
+        if (!matmul_args_ok(ctx, parts[i].C, X, parts[i].W, NULL, M, parts[i].N, K, 0.0f))
+            return cudaErrorInvalidValue;
+    if (!parts_fit(X, parts, n_parts, M, K)) {
+        for (int i = 0; i < n_parts; i++) {
+            cudaError_t e = kg_matmul(ctx, parts[i].C, X, parts[i].W, parts[i].bias, M, parts[i].N,
+                                      K, 0, 1, 0.0f, s);
+            if (e != cudaSuccess)
+                return e;
+        }
+        return cudaSuccess;
+    }
+    sm_args a = {};
+    for (int i = 0; i < n_parts; i++)
+        a.part[i] = {(__nv_bfloat16 *)parts[i].C, (const __nv_bfloat16 *)parts[i].W,
+                     (const __nv_bfloat16 *)parts[i].bias, parts[i].N};
+    a.n_parts = n_parts;
+    a.X = (const __nv_bfloat16 *)X;
+    a.K = K;
+    return small_m_run<1>(a, M, s);
+}
+
+extern "C" cudaError_t kg_matmul_swiglu(kg_matmul_ctx *ctx, kg_bf16 *h, kg_bf16 *gate, kg_bf16 *up,
+                                        const kg_bf16 *X, const kg_bf16 *Wg, const kg_bf16 *Wu,
+                                        int M, int F, int K, cudaStream_t s)
+{
+    if (!h || !matmul_args_ok(ctx, gate, X, Wg, NULL, M, F, K, 0.0f) ||
+        !matmul_args_ok(ctx, up, X, Wu, NULL, M, F, K, 0.0f))
+        return cudaErrorInvalidValue;
+    const kg_matmul_part both[2] = {{gate, Wg, NULL, F}, {up, Wu, NULL, F}};
+    if (!parts_fit(X, both, 2, M, K)) {
+        cudaError_t e = kg_matmul(ctx, gate, X, Wg, NULL, M, F, K, 0, 1, 0.0f, s);
+        if (e == cudaSuccess)
+            e = kg_matmul(ctx, up, X, Wu, NULL, M, F, K, 0, 1, 0.0f, s);
+        return e == cudaSuccess ? kg_swiglu_forward(h, gate, up, (size_t)M * F, s) : e;
+    }
+    sm_args a = {};
+    a.part[0] = {(__nv_bfloat16 *)gate, (const __nv_bfloat16 *)Wg, NULL, F};
+    a.part[1] = {(__nv_bfloat16 *)up, (const __nv_bfloat16 *)Wu, NULL, F};
+    a.n_parts = 2;
+    a.X = (const __nv_bfloat16 *)X;
+    a.K = K;
+    a.h = (__nv_bfloat16 *)h;
+    return small_m_run<2>(a, M, s);
 }
 
 extern "C" cudaError_t kg_matmul_f32out(kg_matmul_ctx *ctx, float *C, const kg_bf16 *A,

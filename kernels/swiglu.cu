@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "kernels/bf16_pack.cuh"
+#include "kernels/swiglu_math.cuh"
 #include "kernels/kernels.h"
 
 typedef __nv_bfloat16 bf16;
@@ -52,12 +53,6 @@ template <int V> static __device__ __forceinline__ void store_bf(bf16 *p, const 
     }
 }
 
-/* 1 / (1 + e^-g): e^-g overflows to inf for g < -88, giving 0, never NaN */
-static __device__ __forceinline__ float sigmoid(float g)
-{
-    return 1.0f / (1.0f + expf(-g));
-}
-
 /* ---- one group of V elements at index e ---- */
 
 template <int V>
@@ -69,7 +64,7 @@ static __device__ __forceinline__ void swiglu_fwd_at(bf16 *h, const bf16 *gate, 
     load_bf<V>(u, up + e);
 #pragma unroll
     for (int k = 0; k < V; k++)
-        out[k] = g[k] * sigmoid(g[k]) * u[k];
+        out[k] = swiglu_value(g[k], u[k]);
     store_bf<V>(h + e, out);
 }
 
@@ -83,7 +78,7 @@ static __device__ __forceinline__ void swiglu_bwd_at(bf16 *dgate, bf16 *dup, con
     load_bf<V>(u, up + e);
 #pragma unroll
     for (int k = 0; k < V; k++) {
-        float sg = sigmoid(g[k]);
+        float sg = swiglu_sigmoid(g[k]);
         dg[k] = d[k] * u[k] * sg * (1.0f + g[k] * (1.0f - sg));
         du[k] = d[k] * (g[k] * sg);
     }

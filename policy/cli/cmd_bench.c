@@ -40,7 +40,7 @@
 static const char BENCH_HELP[] =
     "usage: kgym-policy bench [--shape qwen2.5-0.5b | --model DIR] [--seed S]\n"
     "                         [--train-batch B] [--seq T] [--steps N] [--recompute]\n"
-    "                         [--decode-batches LIST] [--prompt P] [--new N] [--graphs]\n"
+    "                         [--decode-batches LIST] [--prompt P] [--new N] [--no-graphs]\n"
     "                         [--skip-train] [--skip-decode] [--peak-tflops X] [--json FILE]\n"
     "\n"
     "The GPU policy's speed (kgym-policy-cuda only; the CPU build refuses with exit 1).\n"
@@ -71,7 +71,8 @@ static const char BENCH_HELP[] =
     "  --decode-batches L  comma-separated batch sizes (default 1,64)\n"
     "  --prompt P          prompt tokens per sequence (default 128)\n"
     "  --new N             new tokens per sequence, >= 2 (default 256)\n"
-    "  --graphs            decode steps as CUDA graphs (pol_gpu_dec_set_graphs)\n"
+    "  --no-graphs         decode steps launched kernel by kernel, not replayed as CUDA\n"
+    "                      graphs (the decoder's default; --graphs says it)\n"
     "  --skip-train        no training measurement\n"
     "  --skip-decode       no decoding measurement\n"
     "  --peak-tflops X     the MFU's peak (default 790: the H200's measured bf16 rate)\n"
@@ -86,7 +87,7 @@ typedef struct bench_args {
     int decode_batches[MAX_DECODE_BATCHES];
     int n_decode_batches;
     double peak_tflops;
-    bool recompute, graphs, skip_train, skip_decode;
+    bool recompute, graphs, no_graphs, skip_train, skip_decode;
 } bench_args;
 
 /* "1,64": counts in [1, MAX_APPEND_TOKENS] (the decoder's slots must fit one append). */
@@ -141,6 +142,9 @@ static int check_args(const raw_args *r, bench_args *a)
         return cli_usage_error("bench", "--peak-tflops takes a number > 0");
     if (a->skip_train && a->skip_decode)
         return cli_usage_error("bench", "--skip-train and --skip-decode leave nothing to run");
+    if (a->graphs && a->no_graphs)
+        return cli_usage_error("bench", "give one of --graphs and --no-graphs");
+    a->graphs = !a->no_graphs; /* the decoder's default */
     return 0;
 }
 
@@ -167,6 +171,7 @@ static int parse_bench_args(int argc, char **argv, bench_args *a)
                         {"--prompt", true, &r.prompt, NULL},
                         {"--new", true, &r.new_tokens, NULL},
                         {"--graphs", false, NULL, &a->graphs},
+                        {"--no-graphs", false, NULL, &a->no_graphs},
                         {"--skip-train", false, NULL, &a->skip_train},
                         {"--skip-decode", false, NULL, &a->skip_decode},
                         {"--peak-tflops", true, &r.peak, NULL},
@@ -428,7 +433,7 @@ static int bench_train(const bench_args *a, const pol_model *m, train_result *re
 typedef struct decode_result {
     int batch;
     double prefill_ms, full_ms, tokens_per_s, prefill_tokens_per_s, e2e_tokens_per_s;
-    long graphs_replayed, graphs_refused; /* with --graphs */
+    long graphs_replayed, graphs_refused; /* unless --no-graphs */
 } decode_result;
 
 /* Greedy, no EOS, max_new tokens for every prompt; *ms the wall time. */
@@ -470,7 +475,7 @@ static int decode_one(pol_gpu *g, const bench_args *a, int Bd, int vocab, decode
     int rc = pol_gpu_dec_create(&d, g, Bd, P + N + 1, max_tokens, err, ERRCAP);
     if (rc == 0)
         pol_gpu_dec_set_graphs(d, a->graphs);
-    /* the warm-up's two decode steps also capture the step's graph (with --graphs) */
+    /* the warm-up's two decode steps also capture the step's graph (unless --no-graphs) */
     if (rc == 0)
         rc = timed_generate(d, prompts, Bd, P, 3, &warm_ms, err);
     if (rc == 0)
@@ -555,7 +560,8 @@ static void print_report(const bench_args *a, const bench_report *r)
     for (int i = 0; r->decoded && i < a->n_decode_batches; i++) {
         const decode_result *d = &r->decode[i];
         printf("decode batch %d%s: %s tokens/s (prefill %s tokens/s, end to end %s tokens/s)\n",
-               d->batch, a->graphs ? " (graphs)" : "", grouped(d->tokens_per_s, b1, sizeof b1),
+               d->batch, a->graphs ? " (graphs)" : " (no graphs)",
+               grouped(d->tokens_per_s, b1, sizeof b1),
                grouped(d->prefill_tokens_per_s, b2, sizeof b2),
                grouped(d->e2e_tokens_per_s, b3, sizeof b3));
     }

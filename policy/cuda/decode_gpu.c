@@ -9,8 +9,8 @@
  *   - otherwise each token as its own query against its slot's cache up to itself
  *     (kg_decode_attention, ctx_len = position + 1): continuations, decode steps, mixes.
  * Only the rows that need logits (each slot's last token) go through the final norm and the LM
- * head. Optionally (pol_gpu_dec_set_graphs) a decode step replays a CUDA graph of that work,
- * one per token count (run_step). */
+ * head. A decode step replays a CUDA graph of that work, one per token count (run_step), unless
+ * pol_gpu_dec_set_graphs turned them off. */
 #include "policy/cuda/decode_gpu.h"
 
 #include "policy/cuda/model_gpu_internal.h"
@@ -139,7 +139,7 @@ int pol_gpu_dec_create(pol_gpu_dec **out, pol_gpu *g, int n_slots, int max_len, 
                          n_slots, max_len, max_tokens);
     pol_gpu_dec *d = calloc(1, sizeof *d);
     if (!d || (d->g = g, d->n_slots = n_slots, d->max_len = max_len, d->max_tokens = max_tokens,
-               alloc_host(d) != 0)) {
+               d->graphs = true, alloc_host(d) != 0)) {
         pol_gpu_dec_free(d);
         return text_fail(err, errcap, "decode_gpu: out of host memory");
     }

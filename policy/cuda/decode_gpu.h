@@ -57,10 +57,11 @@ int pol_gpu_dec_vocab(const pol_gpu_dec *d);
  * pol_gpu_dec_rows gives the slots of the rows. */
 int pol_gpu_dec_append(pol_gpu_dec *d, const int32_t *slots, const int32_t *ids, int n, char *err,
                        size_t errcap);
-/* Decode steps through CUDA graphs (off by default until measured on a GPU; kgym-policy-cuda
- * bench --graphs): an append of one token in each of n slots, none a fresh prompt, replays a
- * graph captured at the second step of that n instead of launching every kernel. The results are
- * bitwise those without (the same kernels, arguments and order). */
+/* Decode steps through CUDA graphs (on by default; off: kgym-policy-cuda bench --no-graphs):
+ * on the H200 they took batch-1 decoding of Qwen2.5-0.5B from 559 to 915 tokens/s (README), the
+ * launches no longer paced by the CPU. An append of one token in each of n slots, none a fresh
+ * prompt, replays a graph captured at the second step of that n instead of launching every kernel.
+ * The results are bitwise those without (the same kernels, arguments and order). */
 void pol_gpu_dec_set_graphs(pol_gpu_dec *d, bool on);
 /* What the graphs did since the decoder was made: token counts captured, steps replayed, and
  * captures or launches refused (those counts run without a graph from then on). */

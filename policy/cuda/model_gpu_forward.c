@@ -223,18 +223,11 @@ int pg_qkv_forward(pg_run *r, const pg_layer_off *o, pg_layer_acts *A, int N, co
     float eps = g->cfg.rms_eps;
     /* without the q/k norm the projections land in q and k and are rotated in place */
     kg_bf16 *qp = qk ? A->q_raw : A->q, *kp = qk ? A->k_raw : A->k;
-    if (pg_ck(r,
-              kg_matmul(g->mm, qp, A->xn1, pg_w(g, o->wq), pg_w(g, o->bq), N, qd, d->D, 0, 1, 0.0f,
-                        s),
-              "q_proj") ||
-        pg_ck(r,
-              kg_matmul(g->mm, kp, A->xn1, pg_w(g, o->wk), pg_w(g, o->bk), N, kvd, d->D, 0, 1, 0.0f,
-                        s),
-              "k_proj") ||
-        pg_ck(r,
-              kg_matmul(g->mm, A->v, A->xn1, pg_w(g, o->wv), pg_w(g, o->bv), N, kvd, d->D, 0, 1,
-                        0.0f, s),
-              "v_proj"))
+    /* one launch for the three at a decode step's few rows (kg_matmul_parts) */
+    const kg_matmul_part qkv[3] = {{qp, pg_w(g, o->wq), pg_w(g, o->bq), qd},
+                                   {kp, pg_w(g, o->wk), pg_w(g, o->bk), kvd},
+                                   {A->v, pg_w(g, o->wv), pg_w(g, o->bv), kvd}};
+    if (pg_ck(r, kg_matmul_parts(g->mm, A->xn1, qkv, 3, N, d->D, s), "q/k/v_proj"))
         return -1;
     if (qk && (pg_ck(r,
                      kg_rmsnorm_forward(A->q, A->q_rstd, A->q_raw, pg_w(g, o->q_norm), N * d->H,
@@ -245,8 +238,8 @@ int pg_qkv_forward(pg_run *r, const pg_layer_off *o, pg_layer_acts *A, int N, co
                                         d->hd, eps, s),
                      "k_norm")))
         return -1;
-    return pg_ck(r, kg_rope(A->q, pos, g->inv_freq, N, d->H, d->hd, 1, s), "q rope") ||
-           pg_ck(r, kg_rope(A->k, pos, g->inv_freq, N, d->KV, d->hd, 1, s), "k rope");
+    return pg_ck(r, kg_rope_qk(A->q, A->k, pos, g->inv_freq, N, d->H, d->KV, d->hd, 1, s),
+                 "q/k rope");
 }
 
 /* The attention block: input norm, q/k/v, attention, then x_mid = x_in + att Wo^T (x_mid starts
@@ -289,13 +282,9 @@ int pg_mlp_block_forward(pg_run *r, const pg_layer_off *o, pg_layer_acts *A, int
                                  g->cfg.rms_eps, s),
               "post_attention_layernorm") ||
         pg_ck(r,
-              kg_matmul(g->mm, A->gate, A->xn2, pg_w(g, o->w_gate), NULL, N, d->F, d->D, 0, 1, 0.0f,
-                        s),
-              "gate_proj") ||
-        pg_ck(r,
-              kg_matmul(g->mm, A->up, A->xn2, pg_w(g, o->w_up), NULL, N, d->F, d->D, 0, 1, 0.0f, s),
-              "up_proj") ||
-        pg_ck(r, kg_swiglu_forward(A->act, A->gate, A->up, (size_t)N * d->F, s), "swiglu"))
+              kg_matmul_swiglu(g->mm, A->act, A->gate, A->up, A->xn2, pg_w(g, o->w_gate),
+                               pg_w(g, o->w_up), N, d->F, d->D, s),
+              "gate_proj, up_proj, swiglu"))
         return -1;
     if (!out)
         return 0;

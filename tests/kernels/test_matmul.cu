@@ -81,6 +81,110 @@ static int check_misaligned(kg_matmul_ctx *ctx, uint64_t seed)
     return ok;
 }
 
+/* The small-M path computes each row the same way whatever M is (decoding compares a sequence
+ * decoded alone with the same one in a batch, bitwise): row r of an M-row product equals the
+ * 1-row product of that row alone, bit for bit, for every M up to 8. */
+static int check_rows_batch_independent(kg_matmul_ctx *ctx, int N, int K, uint64_t seed)
+{
+    const int MAXM = 8;
+    size_t na = (size_t)MAXM * K, nb = (size_t)N * K, nc = (size_t)MAXM * N;
+    float *A = (float *)malloc(na * 4), *B = (float *)malloc(nb * 4);
+    float *one = (float *)malloc((size_t)N * 4), *many = (float *)malloc(nc * 4);
+    kc_fill(A, na, seed, -1, 1);
+    kc_fill(B, nb, seed + 1, -1, 1);
+    kg_bf16 *dA = kc_to_dev_bf(A, na), *dB = kc_to_dev_bf(B, nb), *dC;
+    KC_CUDA(cudaMalloc((void **)&dC, nc * sizeof(kg_bf16))); /* beta = 0: never read */
+    int ok = 1;
+    for (int M = 2; M <= MAXM && ok; M++) {
+        KC_CUDA(kg_matmul(ctx, dC, dA, dB, NULL, M, N, K, 0, 1, 0.0f, 0));
+        KC_CUDA(cudaDeviceSynchronize());
+        kc_from_dev_bf(many, dC, (size_t)M * N);
+        for (int r = 0; r < M && ok; r++) {
+            KC_CUDA(kg_matmul(ctx, dC, dA + (size_t)r * K, dB, NULL, 1, N, K, 0, 1, 0.0f, 0));
+            KC_CUDA(cudaDeviceSynchronize());
+            kc_from_dev_bf(one, dC, (size_t)N);
+            ok = memcmp(one, many + (size_t)r * N, (size_t)N * 4) == 0;
+            if (!ok)
+                printf("     row %d of M %d differs from the row alone\n", r, M);
+        }
+    }
+    printf("%-4s matmul small-M rows bitwise independent of M (N %d K %d)\n", ok ? "ok" : "FAIL", N,
+           K);
+    cudaFree(dA);
+    cudaFree(dB);
+    cudaFree(dC);
+    free(A), free(B), free(one), free(many);
+    return ok;
+}
+
+/* bf16 [n] from the device, bitwise equal to another */
+static int dev_equal(const kg_bf16 *a, const kg_bf16 *b, size_t n)
+{
+    uint16_t *x = (uint16_t *)malloc(n * 2), *y = (uint16_t *)malloc(n * 2);
+    KC_CUDA(cudaMemcpy(x, a, n * 2, cudaMemcpyDeviceToHost));
+    KC_CUDA(cudaMemcpy(y, b, n * 2, cudaMemcpyDeviceToHost));
+    int eq = memcmp(x, y, n * 2) == 0;
+    free(x), free(y);
+    return eq;
+}
+
+static kg_bf16 *dev_random(size_t n, uint64_t seed)
+{
+    float *f = (float *)malloc(n * 4);
+    kc_fill(f, n, seed, -1, 1);
+    kg_bf16 *d = kc_to_dev_bf(f, n);
+    free(f);
+    return d;
+}
+
+static kg_bf16 *dev_alloc(size_t n)
+{
+    kg_bf16 *d;
+    KC_CUDA(cudaMalloc((void **)&d, n * 2));
+    return d;
+}
+
+/* kg_matmul_parts (q, k, v with biases: one launch when M <= 8) = one kg_matmul per part, and
+ * kg_matmul_swiglu = two kg_matmul then kg_swiglu_forward, bit for bit (M > 8: the fallback). */
+static int check_fused_equal_separate(kg_matmul_ctx *ctx, int M, uint64_t seed)
+{
+    const int K = 896, Nq = 896, Nkv = 128, F = 4864;
+    kg_bf16 *X = dev_random((size_t)M * K, seed), *Wq = dev_random((size_t)Nq * K, seed + 1),
+            *Wk = dev_random((size_t)Nkv * K, seed + 2),
+            *Wv = dev_random((size_t)Nkv * K, seed + 3), *bq = dev_random(Nq, seed + 4),
+            *bk = dev_random(Nkv, seed + 5), *bv = dev_random(Nkv, seed + 6),
+            *Wg = dev_random((size_t)F * K, seed + 7), *Wu = dev_random((size_t)F * K, seed + 8);
+    kg_bf16 *o[6], *r[6];
+    const size_t n[6] = {(size_t)M * Nq, (size_t)M * Nkv, (size_t)M * Nkv,
+                         (size_t)M * F,  (size_t)M * F,   (size_t)M * F};
+    for (int i = 0; i < 6; i++)
+        o[i] = dev_alloc(n[i]), r[i] = dev_alloc(n[i]);
+    KC_CUDA(kg_matmul(ctx, r[0], X, Wq, bq, M, Nq, K, 0, 1, 0.0f, 0));
+    KC_CUDA(kg_matmul(ctx, r[1], X, Wk, bk, M, Nkv, K, 0, 1, 0.0f, 0));
+    KC_CUDA(kg_matmul(ctx, r[2], X, Wv, bv, M, Nkv, K, 0, 1, 0.0f, 0));
+    KC_CUDA(kg_matmul(ctx, r[3], X, Wg, NULL, M, F, K, 0, 1, 0.0f, 0));
+    KC_CUDA(kg_matmul(ctx, r[4], X, Wu, NULL, M, F, K, 0, 1, 0.0f, 0));
+    KC_CUDA(kg_swiglu_forward(r[5], r[3], r[4], n[5], 0));
+    const kg_matmul_part qkv[3] = {{o[0], Wq, bq, Nq}, {o[1], Wk, bk, Nkv}, {o[2], Wv, bv, Nkv}};
+    KC_CUDA(kg_matmul_parts(ctx, X, qkv, 3, M, K, 0));
+    KC_CUDA(kg_matmul_swiglu(ctx, o[5], o[3], o[4], X, Wg, Wu, M, F, K, 0));
+    KC_CUDA(cudaDeviceSynchronize());
+    int parts = 1, glu = 1;
+    for (int i = 0; i < 3; i++)
+        parts &= dev_equal(o[i], r[i], n[i]);
+    for (int i = 3; i < 6; i++)
+        glu &= dev_equal(o[i], r[i], n[i]);
+    printf("%-4s matmul_parts q/k/v = three kg_matmul, bitwise (M %d)\n", parts ? "ok" : "FAIL", M);
+    printf("%-4s matmul_swiglu gate/up/h = kg_matmul x2 + swiglu, bitwise (M %d)\n",
+           glu ? "ok" : "FAIL", M);
+    kg_bf16 *all[] = {X, Wq, Wk, Wv, bq, bk, bv, Wg, Wu};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        cudaFree(all[i]);
+    for (int i = 0; i < 6; i++)
+        cudaFree(o[i]), cudaFree(r[i]);
+    return parts && glu;
+}
+
 /* kg_matmul_f32out: fp32 C, accumulated twice (two micro-batches' dW += dY^T X), so that the
  * fp32 sum keeps what a bf16 C would round away: the tolerance is fp32-sized, not bf16-sized. */
 static int check_f32out(kg_matmul_ctx *ctx, int M, int N, int K, int ta, int tb, uint64_t seed)
@@ -145,12 +249,16 @@ int main(void)
     ok &= check_case(ctx, 8, 896, 4864, 0, 1, 0, 1.0f, seed++); /* down + residual */
     ok &= check_case(ctx, 1, 896, 4864, 0, 1, 0, 1.0f, seed++);
     ok &= check_case(ctx, 8, 896, 896, 0, 1, 1, 0.0f, seed++);    /* M 8 with bias */
-    ok &= check_case(ctx, 5, 7, 72, 0, 1, 1, 0.0f, seed++);       /* N < a block's 16 columns */
+    ok &= check_case(ctx, 5, 7, 72, 0, 1, 1, 0.0f, seed++);       /* N not a multiple of 4 */
     ok &= check_case(ctx, 3, 1, 8, 0, 1, 0, 1.0f, seed++);        /* N 1, K one vector */
     ok &= check_case(ctx, 1, 151936, 896, 0, 1, 0, 0.0f, seed++); /* the LM head */
     ok &= check_case(ctx, 9, 53, 72, 0, 1, 1, 0.0f, seed++);
     ok &= check_case(ctx, 3, 53, 71, 0, 1, 0, 1.0f, seed++);
     ok &= check_misaligned(ctx, seed++);
+    ok &= check_rows_batch_independent(ctx, 1152, 896, seed++);
+    ok &= check_rows_batch_independent(ctx, 901, 4864, seed++);
+    for (int M = 1; M <= 12; M += M < 8 ? 4 : 3) /* 1, 5 (small-M path), 8, 11 (cuBLASLt) */
+        ok &= check_fused_equal_separate(ctx, M, seed += 10);
     ok &= check_f32out(ctx, 896, 4864, 64, 1, 0, seed++); /* dW += dY^T X in fp32 */
     ok &= check_f32out(ctx, 37, 53, 71, 0, 1, seed++);
     ok &= check_f32out(ctx, 37, 53, 71, 1, 1, seed++);
@@ -167,6 +275,9 @@ int main(void)
         kg_matmul(NULL, d, d, d, NULL, 1, 4, 8, 0, 1, 0.0f, 0) == cudaErrorInvalidValue &&
         kg_matmul(ctx, d, d, d, NULL, 1, 0, 8, 0, 1, 0.0f, 0) == cudaErrorInvalidValue &&
         kg_matmul_f32out(ctx, NULL, d, d, 4, 4, 4, 0, 0, 0.0f, 0) == cudaErrorInvalidValue &&
+        kg_matmul_parts(ctx, d, NULL, 1, 1, 8, 0) == cudaErrorInvalidValue &&
+        kg_matmul_swiglu(ctx, NULL, d, d, d, d, d, 1, 4, 8, 0) == cudaErrorInvalidValue &&
+        kg_matmul_swiglu(ctx, d, d, d, d, d, d, 1, 4, 0, 0) == cudaErrorInvalidValue &&
         kg_matmul_f32out(ctx, (float *)d, d, d, 4, 0, 4, 0, 0, 0.0f, 0) == cudaErrorInvalidValue;
     printf("%-4s matmul argument errors\n", errs ? "ok" : "FAIL");
     ok &= errs;

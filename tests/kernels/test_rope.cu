@@ -137,6 +137,42 @@ static int run_case(int T, int heads, int hd, uint64_t seed)
     return ok;
 }
 
+/* kg_rope_qk on q and k gives bitwise what kg_rope on each gives (the decode step's one launch) */
+static int run_qk_case(int T, int Hq, int Hkv, int hd, int sign, uint64_t seed)
+{
+    size_t nq = (size_t)T * Hq * hd, nk = (size_t)T * Hkv * hd;
+    float *q = (float *)malloc(nq * 4), *k = (float *)malloc(nk * 4),
+          *inv = (float *)malloc(hd * 2);
+    float *q1 = (float *)malloc(nq * 4), *k1 = (float *)malloc(nk * 4);
+    float *q2 = (float *)malloc(nq * 4), *k2 = (float *)malloc(nk * 4);
+    int32_t *pos = (int32_t *)malloc((size_t)T * 4), *pos_d;
+    kc_fill(q, nq, seed, -1.0f, 1.0f);
+    kc_fill(k, nk, seed + 1, -1.0f, 1.0f);
+    make_inv_freq(inv, hd, 1e6f);
+    make_positions(pos, T, seed);
+    KC_CUDA(cudaMalloc((void **)&pos_d, (size_t)T * 4));
+    KC_CUDA(cudaMemcpy(pos_d, pos, (size_t)T * 4, cudaMemcpyHostToDevice));
+    float *inv_d = kc_to_dev_f(inv, (size_t)hd / 2);
+    kg_bf16 *qa = kc_to_dev_bf(q, nq), *ka = kc_to_dev_bf(k, nk);
+    kg_bf16 *qb = kc_to_dev_bf(q, nq), *kb = kc_to_dev_bf(k, nk);
+    KC_CUDA(kg_rope(qa, pos_d, inv_d, T, Hq, hd, sign, 0));
+    KC_CUDA(kg_rope(ka, pos_d, inv_d, T, Hkv, hd, sign, 0));
+    KC_CUDA(kg_rope_qk(qb, kb, pos_d, inv_d, T, Hq, Hkv, hd, sign, 0));
+    KC_CUDA(cudaDeviceSynchronize());
+    kc_from_dev_bf(q1, qa, nq), kc_from_dev_bf(k1, ka, nk);
+    kc_from_dev_bf(q2, qb, nq), kc_from_dev_bf(k2, kb, nk);
+    int ok = memcmp(q1, q2, nq * 4) == 0 && memcmp(k1, k2, nk * 4) == 0;
+    printf("%-4s rope_qk = rope(q), rope(k) bitwise T %4d Hq %2d Hkv %d hd %3d sign %+d\n",
+           ok ? "ok" : "FAIL", T, Hq, Hkv, hd, sign);
+    kg_bf16 *dev[] = {qa, ka, qb, kb};
+    for (int i = 0; i < 4; i++)
+        KC_CUDA(cudaFree(dev[i]));
+    KC_CUDA(cudaFree(pos_d));
+    KC_CUDA(cudaFree(inv_d));
+    free(q), free(k), free(inv), free(q1), free(k1), free(q2), free(k2), free(pos);
+    return ok;
+}
+
 static int expect(const char *label, cudaError_t got, cudaError_t want)
 {
     int ok = got == want;
@@ -164,6 +200,8 @@ static int run_arg_errors(void)
     ok &= expect("rope pos NULL", kg_rope(x, NULL, inv, 1, 2, 64, 1, 0), inval);
     ok &= expect("rope inv_freq NULL", kg_rope(x, pos, NULL, 1, 2, 64, 1, 0), inval);
     ok &= expect("rope T = 0 is a no-op", kg_rope(x, pos, inv, 0, 2, 64, 1, 0), cudaSuccess);
+    ok &= expect("rope_qk k NULL", kg_rope_qk(x, NULL, pos, inv, 1, 2, 2, 64, 1, 0), inval);
+    ok &= expect("rope_qk Hkv = 0", kg_rope_qk(x, x, pos, inv, 1, 2, 0, 64, 1, 0), inval);
     ok &= expect("no launch error left behind", cudaDeviceSynchronize(), cudaSuccess);
     KC_CUDA(cudaFree(x));
     KC_CUDA(cudaFree(pos));
@@ -181,6 +219,10 @@ int main(void)
             for (int c = 0; c < 3; c++)
                 ok &= run_case(Ts[c], headss[b], hds[a], seed += 2);
     ok &= run_case(5, 5, 6, seed += 2); /* odd half, heads not a multiple of the thread's 4 */
+    ok &= run_qk_case(1, 14, 2, 64, 1, seed += 2); /* a decode step of Qwen2.5-0.5B */
+    ok &= run_qk_case(37, 14, 2, 64, -1, seed += 2);
+    ok &= run_qk_case(3, 16, 8, 128, 1, seed += 2);
+    ok &= run_qk_case(5, 5, 3, 6, 1, seed += 2);
     ok &= run_arg_errors();
     printf("%s\n", ok ? "rope: all checks passed" : "rope: FAILED");
     return ok ? 0 : 1;
