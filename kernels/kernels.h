@@ -215,16 +215,23 @@ cudaError_t kg_decode_attention(kg_bf16 *out, const kg_bf16 *q, const kg_bf16 *k
  * mass reaches top_p * (the kept mass): a token stays while the mass ranked strictly above it is
  * below that, and the first always stays. Columns >= n_valid (padding) are never candidates,
  * whatever they hold (huge, inf, NaN).
- * No sort: one block per row counts the bf16 keys exactly (65,536 possible values) and walks the
- * ranking by key; masses are 64-bit fixed point, so the kept set and the draw are exact and
- * bitwise reproducible (sample.cu says how). The draw walks the ranking, as pol_sample does:
+ * No sort: blocks count the bf16 keys exactly (65,536 possible values) and walk the ranking by
+ * key; masses are 64-bit fixed point, so the kept set and the draw are exact and bitwise
+ * reproducible (sample.cu says how). The first pass over a row is split over several blocks (so
+ * that a batch of 1 spreads over the GPU), in parts that depend on n_valid alone: a row gets the
+ * same token, logp and probs, bit for bit, whatever B it comes in (with the same ld, and logits
+ * 16-byte aligned as cudaMalloc's are). The draw walks the ranking, as pol_sample does:
  * t = u * (kept mass) with u in [0, 1) (53 bits from the first two 32-bit Philox outputs; advance
  * offset by 2 per draw for disjoint words), the token whose mass interval in ranking order holds
  * t. A row with a NaN among its candidates gets token -1 and logp NaN (kg_sample_probs: a NaN
  * row); the CPU returns -1 there. Logits are read as bf16; all math is fp32 or wider.
- * kg_sample_workspace_bytes is 0 today (everything fits in shared memory; NULL, 0 will do): ask
- * it anyway, so that a later version can take scratch without an API change. */
-/* bytes of device workspace kg_sample needs for B rows of n_valid candidates */
+ * workspace: device scratch of at least kg_sample_workspace_bytes(B, n_valid) bytes, 16-byte
+ * aligned (cudaMalloc's are), for both kg_sample and kg_sample_probs; NULL, smaller or
+ * misaligned: cudaErrorInvalidValue (B = 0 needs none). Its contents need no initialising, the
+ * call allocates nothing, and it is in use until the kernels end (stream order). */
+/* Bytes of device workspace kg_sample needs for B rows of n_valid candidates (about 20 KB a row
+ * for n_valid = 151,936): it only grows with B and n_valid, so one workspace sized for the
+ * largest batch and the full vocabulary serves every call. 0 for B < 1 or n_valid < 1. */
 size_t kg_sample_workspace_bytes(int B, int n_valid);
 /* Draws one token per row of logits [B, ld] (bf16; row b at logits + b*ld), candidates
  * [0, n_valid) (1 <= n_valid <= ld). temperature <= 0: greedy. Row b's uniform comes from cuRAND's

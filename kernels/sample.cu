@@ -1,8 +1,13 @@
 /* sample: the next token of each row of logits on the GPU (see kernels.h), the same distribution
  * as policy/sample.c's pol_sample_probs: greedy, or temperature, then top-k, then top-p.
  *
- * One block of 1024 threads per row; all scratch lives in shared memory (the workspace is not
- * used yet: kg_sample_workspace_bytes is 0).
+ * Two kernels per call. sp_part_kernel does pass 1 (below) over one "part" of a row per block
+ * (SP_PART_LEN = 4096 candidates, 256 threads: a Qwen row of 151,936 makes 38 parts), so that
+ * a single row still spreads over the GPU; sp_kernel, one block of 1024 threads per row, merges
+ * the parts of its row and does the rest, its scratch in shared memory. The parts' results lie
+ * in the caller's workspace: sp_part [B][nparts] (24 bytes each), then, 256-byte aligned, the
+ * coarse counts uint16 [B][nparts][256] (written when sampling). Every part writes its entries
+ * before the merge reads them (stream order), so the workspace needs no initialising.
  *
  * Ranking without sorting. The CPU ranks the candidates by logit, descending, the lower id first
  * on ties. A bf16 has 65,536 bit patterns, and they map to a 16-bit key that orders like the
@@ -14,7 +19,14 @@
  * The passes over a row (each reads n_valid bf16, 16-byte loads when the row allows):
  *  1. the max and the lowest id holding it (the greedy token), a NaN check, the log-sum-exp at
  *     temperature 1 when logp is wanted, and, when sampling, a count per coarse bin. Greedy is
- *     done here.
+ *     done after it. Each part p finds these over its own ids (sp_part: the max key with the lowest
+ *     id holding it, a NaN flag, (m_p, s_p = sum exp(z - m_p)), 256 coarse counts); the merge is
+ *     exact for all but the log-sum-exp: the max of (key, ~id) pairs, an OR, integer sums. The
+ *     (m, s) pairs combine as m = max(m1, m2), s = s1 e^(m1 - m) + s2 e^(m2 - m), for all parts
+ *     at once: M = max_p m_p, then the terms s_p e^(m_p - M) summed in a fixed shape (thread t
+ *     adds parts t, t + 1024, ... in order, then a fixed tree over threads and warps). The
+ *     parts (their length, count and order) depend on n_valid alone, so a row's token and logp
+ *     are the same bits whatever B it comes in, and from run to run.
  *  2. a window: the exact count of every key in up to 32 non-empty coarse bins from the top, as
  *     a [32][256] histogram in shared memory. Real rows fill far fewer than 32 coarse bins (+-30
  *     uniform fills about 20), so one window covers the whole ranking down to rank k.
@@ -65,8 +77,30 @@
 #define SP_MID (-2)  /* slot_of: a coarse bin inside the top-k, below the window: mass only */
 #define SP_FULL 0xffffffffu
 
+/* pass 1's parts: SP_PART_LEN candidates per block (a multiple of SP_VEC, so that a part starts
+ * on a 16-byte load), all of its loads in flight at once; rows so long that this would make more
+ * than SP_MAX_PARTS parts (grid.y's limit) take longer parts */
+#define SP_PART_THREADS 256
+#define SP_PART_WARPS (SP_PART_THREADS / 32)
+#define SP_PART_LEN 4096
+#define SP_PART_UNROLL (SP_PART_LEN / (SP_VEC * SP_PART_THREADS))
+#define SP_MAX_PARTS 65535
+#define SP_WS_ALIGN 256 /* the workspace's arrays start on this */
+
 static_assert(SP_WARPS == 32, "block reductions take one warp's worth of warp totals");
 static_assert(SP_NSLOT * 256 == SP_THREADS * SP_BINS, "a window scan gives each thread SP_BINS");
+static_assert(SP_PART_THREADS == 256, "a part's block writes one coarse count per thread");
+static_assert(SP_PART_LEN % SP_VEC == 0 && SP_PART_UNROLL >= 1, "parts start on a 16-byte load");
+static_assert(SP_PART_LEN <= 65535, "a part's coarse counts are 16-bit");
+
+/* what pass 1 leaves in the workspace for each part of a row (its coarse counts, 16-bit, lie in
+ * a second array) */
+typedef struct sp_part {
+    uint64_t best; /* key << 32 | ~id: the part's max key, then the lowest id holding it */
+    float m, s;    /* log-sum-exp statistics of the part: s = sum exp(z - m) */
+    int nan;       /* a NaN among the part's candidates */
+    int pad;
+} sp_part;
 
 typedef struct sp_args {
     int32_t *tokens;
@@ -74,9 +108,14 @@ typedef struct sp_args {
     float *probs;
     const uint16_t *logits;
     const uint64_t *seed, *offset;
+    sp_part *parts; /* workspace: [B][nparts] */
+    uint16_t *hist; /* workspace: [B][nparts][256] coarse counts (sampling only) */
     size_t ld;
     int n;        /* n_valid */
+    int nparts;   /* pass 1's parts per row */
+    int part_len; /* candidates per part (the last may have fewer) */
     int vec;      /* rows 16-byte aligned and ld % 8 == 0: 16-byte loads */
+    int lse;      /* the log-sum-exp is wanted (kg_sample with logp) */
     int greedy;   /* temperature <= 0 (or NaN, as the CPU) */
     int k;        /* top-k in effect: n when off */
     int top_p_on; /* 0 < top_p < 1 */
@@ -86,10 +125,7 @@ typedef struct sp_args {
 } sp_args;
 
 typedef struct sp_shared {
-    union {
-        uint32_t lane_hist[256 * 32];  /* pass 1: coarse counts, a column per lane (no conflict) */
-        uint32_t fine[SP_NSLOT * 256]; /* a window: the count of each key, slot-major */
-    } h;
+    uint32_t fine[SP_NSLOT * 256]; /* a window: the count of each key, slot-major */
     uint32_t coarse[256];
     uint8_t ne[256];     /* the non-empty coarse bins, highest first */
     int8_t slot_of[256]; /* per coarse bin: its slot in the window, SP_MID or SP_SKIP */
@@ -264,19 +300,41 @@ static __device__ void sp_lse_merge(float &m, float &s, float m2, float s2)
     m = M;
 }
 
-static __device__ void sp_block_lse(float &m, float &s, sp_shared &sh)
+/* a warp's (m, s) merged in a fixed butterfly: every lane gets the same bits (a merge is
+ * symmetric: fmaxf and the sum of the two terms commute) */
+static __device__ void sp_warp_lse(float &m, float &s)
 {
     for (int o = 16; o > 0; o >>= 1)
         sp_lse_merge(m, s, __shfl_xor_sync(SP_FULL, m, o), __shfl_xor_sync(SP_FULL, s, o));
+}
+
+/* a float as a key that orders like its value (NaN aside), and back */
+static __device__ uint32_t sp_fkey(float f)
+{
+    const uint32_t u = __float_as_uint(f);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+static __device__ float sp_funkey(uint32_t k)
+{
+    return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+}
+
+static __device__ float sp_block_maxf(float v, sp_shared &sh)
+{
+    return sp_funkey((uint32_t)sp_block_max(sp_fkey(v), sh));
+}
+
+/* a float sum in a fixed tree (warp butterflies, then one over the warp totals): the same bits
+ * for the same inputs in the same threads */
+static __device__ float sp_block_sumf(float v, sp_shared &sh)
+{
+    v = sp_warp_sum(v);
     __syncthreads();
     if (sp_lane() == 0)
-        sh.red64[sp_warp()] = ((uint64_t)__float_as_uint(m) << 32) | __float_as_uint(s);
+        sh.red64[sp_warp()] = __float_as_uint(v);
     __syncthreads();
-    const uint64_t p = sh.red64[sp_lane()];
-    m = __uint_as_float((uint32_t)(p >> 32));
-    s = __uint_as_float((uint32_t)p);
-    for (int o = 16; o > 0; o >>= 1)
-        sp_lse_merge(m, s, __shfl_xor_sync(SP_FULL, m, o), __shfl_xor_sync(SP_FULL, s, o));
+    return sp_warp_sum(__uint_as_float((uint32_t)sh.red64[sp_lane()]));
 }
 
 /* ---- reading a row ---- */
@@ -287,46 +345,54 @@ static __device__ uint32_t sp_half(const uint4 &v, int k)
     return (k & 1) ? w >> 16 : w & 0xffffu;
 }
 
-/* f(id, bits) for each candidate of the row (bits canonical); a thread sees its ids in increasing
- * order. SP_UNROLL loads are issued before any is used, to keep enough bytes in flight. */
-template <class F> static __device__ void sp_for_each(const uint16_t *row, const sp_args &a, F f)
+/* f(id, bits) for each candidate id in [lo, hi) of the row (bits canonical; lo a multiple of
+ * SP_VEC), spread over NT threads; a thread sees its ids in increasing order. UNROLL loads are
+ * issued before any is used, to keep enough bytes in flight. */
+template <int NT, int UNROLL, class F>
+static __device__ void sp_for_range(const uint16_t *row, const sp_args &a, uint32_t lo, uint32_t hi,
+                                    F f)
 {
-    const uint32_t n = (uint32_t)a.n;
     if (a.vec) {
-        const uint32_t chunks = (n + SP_VEC - 1) / SP_VEC;
+        const uint32_t end = (hi + SP_VEC - 1) / SP_VEC;
         const uint4 *p = (const uint4 *)row;
-        for (uint32_t c0 = threadIdx.x; c0 < chunks; c0 += SP_UNROLL * SP_THREADS) {
-            uint4 v[SP_UNROLL];
+        for (uint32_t c0 = lo / SP_VEC + threadIdx.x; c0 < end; c0 += UNROLL * NT) {
+            uint4 v[UNROLL];
 #pragma unroll
-            for (int u = 0; u < SP_UNROLL; u++) {
-                const uint32_t c = c0 + u * SP_THREADS;
-                v[u] = c < chunks ? __ldg(p + c) : make_uint4(0, 0, 0, 0);
+            for (int u = 0; u < UNROLL; u++) {
+                const uint32_t c = c0 + u * NT;
+                v[u] = c < end ? __ldg(p + c) : make_uint4(0, 0, 0, 0);
             }
 #pragma unroll
-            for (int u = 0; u < SP_UNROLL; u++) {
-                const uint32_t c = c0 + u * SP_THREADS;
+            for (int u = 0; u < UNROLL; u++) {
+                const uint32_t c = c0 + u * NT;
 #pragma unroll
                 for (int k = 0; k < SP_VEC; k++)
-                    if (c < chunks && c * SP_VEC + k < n)
+                    if (c < end && c * SP_VEC + k < hi)
                         f((int)(c * SP_VEC + k), sp_canon(sp_half(v[u], k)));
             }
         }
     } else {
-        for (uint32_t j0 = threadIdx.x; j0 < n; j0 += SP_UNROLL * SP_THREADS) {
-            uint32_t v[SP_UNROLL];
+        for (uint32_t j0 = lo + threadIdx.x; j0 < hi; j0 += UNROLL * NT) {
+            uint32_t v[UNROLL];
 #pragma unroll
-            for (int u = 0; u < SP_UNROLL; u++) {
-                const uint32_t j = j0 + u * SP_THREADS;
-                v[u] = j < n ? __ldg(row + j) : 0u;
+            for (int u = 0; u < UNROLL; u++) {
+                const uint32_t j = j0 + u * NT;
+                v[u] = j < hi ? __ldg(row + j) : 0u;
             }
 #pragma unroll
-            for (int u = 0; u < SP_UNROLL; u++) {
-                const uint32_t j = j0 + u * SP_THREADS;
-                if (j < n)
+            for (int u = 0; u < UNROLL; u++) {
+                const uint32_t j = j0 + u * NT;
+                if (j < hi)
                     f((int)j, sp_canon(v[u]));
             }
         }
     }
+}
+
+/* f(id, bits) for each candidate of the row, over sp_kernel's block */
+template <class F> static __device__ void sp_for_each(const uint16_t *row, const sp_args &a, F f)
+{
+    sp_for_range<SP_THREADS, SP_UNROLL>(row, a, 0u, (uint32_t)a.n, f);
 }
 
 /* The row in id order, a step of SP_UNROLL loads per thread at a time: f(id, bits, rank) for each
@@ -394,56 +460,177 @@ static __device__ void sp_sweep(const uint16_t *row, const sp_args &a, uint32_t 
     }
 }
 
-/* ---- pass 1: max, arg max, NaN, log-sum-exp, coarse counts ---- */
+/* ---- pass 1, one part of a row per block: max, arg max, NaN, log-sum-exp, coarse counts ---- */
 
-static __device__ __noinline__ void sp_pass1(const uint16_t *row, const sp_args &a, bool hist,
-                                             bool lse, sp_shared &sh, float &m_lse, float &s_lse)
+/* a thread's share of a part */
+typedef struct sp_acc {
+    int bad;
+    uint64_t best; /* key << 32 | ~id: the max is the largest key, then the lowest id */
+    float m, s;
+} sp_acc;
+
+static __device__ void sp_acc_add(sp_acc &t, int id, uint32_t b, bool lse)
 {
-    if (hist) {
-        for (int i = threadIdx.x; i < 256 * 32; i += SP_THREADS)
-            sh.h.lane_hist[i] = 0;
+    t.bad |= sp_is_nan(b);
+    const uint64_t cand = ((uint64_t)sp_key(b) << 32) | (uint32_t) ~(uint32_t)id;
+    t.best = cand > t.best ? cand : t.best;
+    if (lse) { /* online: rescale when the max grows; -inf (and NaN) adds nothing */
+        const float z = sp_val(b);
+        if (z > t.m) {
+            t.s = t.s * expf(t.m - z) + 1.f;
+            t.m = z;
+        } else if (z > -INFINITY) {
+            t.s += expf(z - t.m);
+        }
+    }
+}
+
+typedef struct sp_part_shared {
+    uint64_t best[SP_PART_WARPS];
+    float m[SP_PART_WARPS], s[SP_PART_WARPS];
+} sp_part_shared;
+
+/* the threads' shares to the part's sp_part (warp 0 writes it; no barrier after the first) */
+static __device__ void sp_part_reduce(const sp_args &a, sp_part *out, const sp_acc &t, int bad,
+                                      sp_part_shared &sh)
+{
+    uint64_t best = sp_warp_max(t.best);
+    float m = t.m, s = t.s;
+    if (a.lse)
+        sp_warp_lse(m, s);
+    if (sp_lane() == 0) {
+        sh.best[sp_warp()] = best;
+        sh.m[sp_warp()] = m;
+        sh.s[sp_warp()] = s;
+    }
+    __syncthreads();
+    if (sp_warp() != 0)
+        return;
+    const bool mine = sp_lane() < SP_PART_WARPS; /* the other lanes hold the identities */
+    best = sp_warp_max(mine ? sh.best[sp_lane()] : (uint64_t)0);
+    m = mine ? sh.m[sp_lane()] : -INFINITY;
+    s = mine ? sh.s[sp_lane()] : 0.f;
+    if (a.lse)
+        sp_warp_lse(m, s);
+    if (sp_lane() == 0) {
+        out->best = best;
+        out->m = m;
+        out->s = s;
+        out->nan = bad;
+        out->pad = 0;
+    }
+}
+
+/* the part's coarse counts, from lane_hist[bin][lane]: thread t sums bin t's 32 columns, starting
+ * at column t (mod 32) so that a warp's reads fall in 32 different banks */
+static __device__ void sp_part_hist_out(uint16_t *out, const uint32_t *lane_hist)
+{
+    const uint32_t bin = threadIdx.x;
+    uint32_t sum = 0;
+#pragma unroll
+    for (uint32_t l = 0; l < 32; l++)
+        sum += lane_hist[bin * 32 + ((l + bin) & 31u)];
+    out[bin] = (uint16_t)sum; /* at most SP_PART_LEN <= 65535 */
+}
+
+/* Block (row, part) of pass 1. Coarse counts (HIST: when sampling) go to a column per lane in
+ * shared memory, so that the lanes of a warp never add to the same word: logits crowd into a few
+ * coarse bins, and a single counter per bin would serialise on them. */
+template <bool HIST>
+static __global__ void __launch_bounds__(SP_PART_THREADS) sp_part_kernel(sp_args a)
+{
+    __shared__ __align__(16) uint32_t lane_hist[HIST ? 256 * 32 : 4];
+    __shared__ sp_part_shared sh;
+    const int row_i = blockIdx.x, part = blockIdx.y;
+    const size_t slot = (size_t)row_i * a.nparts + part;
+    const uint16_t *row = a.logits + (size_t)row_i * a.ld;
+    const uint32_t lo = (uint32_t)part * (uint32_t)a.part_len;
+    const uint32_t hi = min((uint32_t)a.n, lo + (uint32_t)a.part_len);
+    if (HIST) {
+        uint4 *z = (uint4 *)lane_hist;
+        for (int i = threadIdx.x; i < 256 * 32 / 4; i += SP_PART_THREADS)
+            z[i] = make_uint4(0, 0, 0, 0);
         __syncthreads();
     }
-    uint32_t *col = sh.h.lane_hist + sp_lane();
-    int bad = 0;
-    uint64_t best = 0; /* key << 32 | ~id: the max is the largest key, then the lowest id */
-    float m = -INFINITY, s = 0.f;
-    sp_for_each(row, a, [&](int id, uint32_t b) {
-        bad |= sp_is_nan(b);
-        const uint32_t key = sp_key(b);
-        const uint64_t cand = ((uint64_t)key << 32) | (uint32_t) ~(uint32_t)id;
-        best = cand > best ? cand : best;
-        if (hist)
-            atomicAdd(col + (key >> 8) * 32, 1u);
-        if (lse) { /* online: rescale when the max grows; -inf adds nothing */
-            const float z = sp_val(b);
-            if (z > m) {
-                s = s * expf(m - z) + 1.f;
-                m = z;
-            } else if (z > -INFINITY) {
-                s += expf(z - m);
-            }
-        }
+    uint32_t *col = lane_hist + sp_lane();
+    sp_acc t = {0, 0, -INFINITY, 0.f};
+    sp_for_range<SP_PART_THREADS, SP_PART_UNROLL>(row, a, lo, hi, [&](int id, uint32_t b) {
+        sp_acc_add(t, id, b, a.lse);
+        if (HIST)
+            atomicAdd(col + (sp_key(b) >> 8) * 32, 1u);
     });
-    bad = __syncthreads_or(bad);
+    /* the barrier also completes lane_hist for sp_part_hist_out */
+    const int bad = __syncthreads_or(t.bad);
+    sp_part_reduce(a, a.parts + slot, t, bad, sh);
+    if (HIST)
+        sp_part_hist_out(a.hist + slot * 256, lane_hist);
+}
+
+/* ---- the merge of a row's parts (sp_kernel) ---- */
+
+/* part p's term of the row's s at the row's max M (a part of no finite candidate adds nothing;
+ * one whose max is M adds s_p exactly, also when M is +inf) */
+static __device__ float sp_part_term(const sp_part &q, float M)
+{
+    if (q.m == -INFINITY)
+        return 0.f;
+    return q.m == M ? q.s : q.s * expf(q.m - M);
+}
+
+/* sh.coarse[c] = the sum over the row's parts of their count of bin c (integers: any order).
+ * Thread t adds bins 2q, 2q + 1 (q = t % 128, one 32-bit word) of parts t / 128, + 8, ... */
+static __device__ void sp_merge_coarse(const sp_args &a, int row_i, sp_shared &sh)
+{
+    const uint32_t *h = (const uint32_t *)(a.hist + (size_t)row_i * a.nparts * 256);
+    const int q = threadIdx.x & 127;
+    uint32_t even = 0, odd = 0;
+    for (int p = threadIdx.x >> 7; p < a.nparts; p += SP_THREADS / 128) {
+        const uint32_t w = h[(size_t)p * 128 + q];
+        even += w & 0xffffu;
+        odd += w >> 16;
+    }
+    if (even)
+        atomicAdd(&sh.coarse[2 * q], even);
+    if (odd)
+        atomicAdd(&sh.coarse[2 * q + 1], odd);
+}
+
+/* What pass 1 found over the whole row, from its parts: sh.nan, sh.kmax, sh.arg, sh.coarse
+ * (when sampling), and (m_lse, s_lse) in every thread (-inf, 0 when the lse is not wanted). */
+static __device__ __noinline__ void sp_merge_parts(const sp_args &a, int row_i, sp_shared &sh,
+                                                   float &m_lse, float &s_lse)
+{
+    const sp_part *parts = a.parts + (size_t)row_i * a.nparts;
+    const bool hist = !a.greedy;
+    if (hist)
+        for (int c = threadIdx.x; c < 256; c += SP_THREADS)
+            sh.coarse[c] = 0;
+    int bad = 0;
+    uint64_t best = 0;
+    float m = -INFINITY;
+    for (int p = threadIdx.x; p < a.nparts; p += SP_THREADS) {
+        bad |= parts[p].nan;
+        best = parts[p].best > best ? parts[p].best : best;
+        m = fmaxf(m, parts[p].m);
+    }
+    bad = __syncthreads_or(bad); /* also orders the zeroing of sh.coarse before the adds */
     best = sp_block_max(best, sh);
-    if (lse)
-        sp_block_lse(m, s, sh);
-    m_lse = m;
+    float s = 0.f;
+    if (a.lse) {
+        m = sp_block_maxf(m, sh);
+        for (int p = threadIdx.x; p < a.nparts; p += SP_THREADS)
+            s += sp_part_term(parts[p], m);
+        s = sp_block_sumf(s, sh);
+    }
+    m_lse = a.lse ? m : -INFINITY;
     s_lse = s;
     if (threadIdx.x == 0) {
         sh.nan = bad;
         sh.kmax = (uint32_t)(best >> 32);
         sh.arg = (int)~(uint32_t)best;
     }
-    if (hist) {
-        __syncthreads();
-        for (int c = sp_warp(); c < 256; c += SP_WARPS) {
-            const uint32_t v = sp_warp_sum(sh.h.lane_hist[c * 32 + sp_lane()]);
-            if (sp_lane() == 0)
-                sh.coarse[c] = v;
-        }
-    }
+    if (hist)
+        sp_merge_coarse(a, row_i, sh);
     __syncthreads();
 }
 
@@ -508,7 +695,7 @@ static __device__ __noinline__ void sp_window_pass(const uint16_t *row, const sp
     for (int c = threadIdx.x; c < 256; c += SP_THREADS)
         sh.slot_of[c] = SP_SKIP;
     for (int i = threadIdx.x; i < w.nslots * 256; i += SP_THREADS)
-        sh.h.fine[i] = 0;
+        sh.fine[i] = 0;
     __syncthreads();
     if ((int)threadIdx.x < w.nw) {
         const int c = sh.ne[w.start + threadIdx.x];
@@ -529,7 +716,7 @@ static __device__ __noinline__ void sp_window_pass(const uint16_t *row, const sp
         const uint32_t key = sp_key(b);
         const int s = sh.slot_of[key >> 8];
         if (s >= 0)
-            atomicAdd(&sh.h.fine[s * 256 + (key & 255)], 1u);
+            atomicAdd(&sh.fine[s * 256 + (key & 255)], 1u);
         else if (s == SP_MID)
             mass += sp_weight(b, m, a);
     });
@@ -558,7 +745,7 @@ static __device__ void sp_find_k_key(const sp_args &a, const sp_window &w, sp_sh
 {
     if (sp_warp() == 0) {
         const uint32_t need = (uint32_t)a.k - sh.above_k; /* >= 1 */
-        const uint32_t *f = sh.h.fine + w.kslot * 256;
+        const uint32_t *f = sh.fine + w.kslot * 256;
         const uint32_t hi = (uint32_t)sh.slot_coarse[w.kslot] << 8;
         uint32_t cnt[SP_BINS], sum = 0;
         for (int i = 0; i < SP_BINS; i++) {
@@ -588,8 +775,7 @@ static __device__ uint64_t sp_topk_mass(const sp_args &a, const sp_window &w, fl
         const uint32_t hi = (uint32_t)sh.slot_coarse[sp_warp()] << 8;
         for (int i = 0; i < SP_BINS; i++) {
             const uint32_t key = hi | sp_low(i);
-            const uint32_t c =
-                sp_clamp(sh.h.fine[sp_warp() * 256 + sp_low(i)], key, sh.v_k, sh.n_k);
+            const uint32_t c = sp_clamp(sh.fine[sp_warp() * 256 + sp_low(i)], key, sh.v_k, sh.n_k);
             if (c)
                 mass += c * sp_weight(sp_bits(key), m, a);
         }
@@ -608,7 +794,7 @@ static __device__ uint64_t sp_window_keys(const sp_args &a, const sp_window &w, 
     const uint32_t hi = mine ? (uint32_t)sh.slot_coarse[sp_warp()] << 8 : 0u;
     for (int i = 0; i < SP_BINS; i++) {
         key[i] = hi | sp_low(i);
-        cnt[i] = mine ? sp_clamp(sh.h.fine[sp_warp() * 256 + sp_low(i)], key[i], v, n) : 0u;
+        cnt[i] = mine ? sp_clamp(sh.fine[sp_warp() * 256 + sp_low(i)], key[i], v, n) : 0u;
         wt[i] = cnt[i] ? sp_weight(sp_bits(key[i]), m, a) : 0u;
         tot += cnt[i] * wt[i];
     }
@@ -662,7 +848,7 @@ static __device__ __noinline__ bool sp_top_p_window(const sp_args &a, const sp_w
         const uint32_t q = (uint32_t)(last >> 32) - 1u, slot = q >> 8, low = 255u - (q & 255u);
         cut->v = ((uint32_t)sh.slot_coarse[slot] << 8) | low;
         cut->n = (uint32_t)last;
-        cut->c = sh.h.fine[slot * 256 + low];
+        cut->c = sh.fine[slot * 256 + low];
     }
     return (double)carry >= target || w.complete;
 }
@@ -811,7 +997,7 @@ template <bool PROBS> static __global__ void __launch_bounds__(SP_THREADS, 1) sp
     const int row_i = blockIdx.x;
     const uint16_t *row = a.logits + (size_t)row_i * a.ld;
     float m_lse, s_lse;
-    sp_pass1(row, a, !a.greedy, !PROBS && a.logp, sh, m_lse, s_lse);
+    sp_merge_parts(a, row_i, sh, m_lse, s_lse);
     if (sh.nan) {
         sp_write_nan(a, row_i);
         return;
@@ -855,13 +1041,44 @@ static double sp_wscale(int n)
     return ldexp(1.0, 62 - bits);
 }
 
-static sp_args sp_setup(const kg_bf16 *logits, int ld, int n_valid, float temperature, int top_k,
-                        float top_p)
+/* pass 1's part length for rows of n candidates: SP_PART_LEN, or longer (a multiple of SP_VEC)
+ * where that would make more than SP_MAX_PARTS parts. A function of n alone. */
+static int sp_part_len(int n)
+{
+    const long long need = ((long long)n + SP_MAX_PARTS - 1) / SP_MAX_PARTS;
+    const long long len = (need + SP_VEC - 1) / SP_VEC * SP_VEC;
+    return len > SP_PART_LEN ? (int)len : SP_PART_LEN;
+}
+
+static int sp_nparts(int n)
+{
+    const long long len = sp_part_len(n);
+    return (int)(((long long)n + len - 1) / len);
+}
+
+/* the workspace: sp_part [B][nparts], then (at SP_WS_ALIGN) the coarse counts [B][nparts][256] */
+static size_t sp_parts_bytes(int B, int nparts)
+{
+    const size_t bytes = (size_t)B * (size_t)nparts * sizeof(sp_part);
+    return (bytes + SP_WS_ALIGN - 1) / SP_WS_ALIGN * SP_WS_ALIGN;
+}
+
+static size_t sp_ws_bytes(int B, int nparts)
+{
+    return sp_parts_bytes(B, nparts) + (size_t)B * (size_t)nparts * 256 * sizeof(uint16_t);
+}
+
+static sp_args sp_setup(const kg_bf16 *logits, int B, int ld, int n_valid, float temperature,
+                        int top_k, float top_p, void *workspace)
 {
     sp_args a = {};
     a.logits = logits;
     a.ld = (size_t)ld;
     a.n = n_valid;
+    a.part_len = sp_part_len(n_valid);
+    a.nparts = sp_nparts(n_valid);
+    a.parts = (sp_part *)workspace;
+    a.hist = (uint16_t *)((uint8_t *)workspace + sp_parts_bytes(B, a.nparts));
     a.vec = ld % SP_VEC == 0 && ((uintptr_t)logits & 15u) == 0;
     a.greedy = !(temperature > 0);
     a.k = top_k > 0 && top_k < n_valid ? top_k : n_valid;
@@ -872,13 +1089,41 @@ static sp_args sp_setup(const kg_bf16 *logits, int ld, int n_valid, float temper
     return a;
 }
 
+/* the workspace holds B rows of n_valid, and is aligned for sp_part's 64-bit word and the
+ * 16-byte-aligned arrays that follow */
+static bool sp_ws_ok(int B, int n_valid, const void *workspace, size_t workspace_bytes)
+{
+    return workspace && ((uintptr_t)workspace & 15u) == 0 &&
+           workspace_bytes >= kg_sample_workspace_bytes(B, n_valid);
+}
+
+/* pass 1 over every part of every row, then a block per row for the rest (PROBS: the
+ * distribution) */
+template <bool PROBS> static cudaError_t sp_launch(const sp_args &a, int B, cudaStream_t s)
+{
+    const dim3 grid((unsigned)B, (unsigned)a.nparts);
+    if (a.greedy)
+        sp_part_kernel<false><<<grid, SP_PART_THREADS, 0, s>>>(a);
+    else
+        sp_part_kernel<true><<<grid, SP_PART_THREADS, 0, s>>>(a);
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess)
+        return e;
+    sp_kernel<PROBS><<<B, SP_THREADS, 0, s>>>(a);
+    return cudaGetLastError();
+}
+
 extern "C" {
 
+/* The bound on the parts, min(SP_MAX_PARTS, ceil(n / SP_PART_LEN)), rather than sp_nparts: it
+ * only grows with n_valid, so a workspace sized for a vocabulary serves every n_valid below it
+ * (and one sized for B rows every smaller batch). */
 size_t kg_sample_workspace_bytes(int B, int n_valid)
 {
-    (void)B;
-    (void)n_valid;
-    return 0;
+    if (B < 1 || n_valid < 1)
+        return 0;
+    const long long parts = ((long long)n_valid + SP_PART_LEN - 1) / SP_PART_LEN;
+    return sp_ws_bytes(B, parts < SP_MAX_PARTS ? (int)parts : SP_MAX_PARTS);
 }
 
 cudaError_t kg_sample(int32_t *tokens, float *logp, const kg_bf16 *logits, int B, int ld,
@@ -886,39 +1131,36 @@ cudaError_t kg_sample(int32_t *tokens, float *logp, const kg_bf16 *logits, int B
                       const uint64_t *offset, void *workspace, size_t workspace_bytes,
                       cudaStream_t s)
 {
-    (void)workspace;
     if (B < 0 || n_valid < 1 || ld < n_valid)
         return cudaErrorInvalidValue;
     if (B == 0)
         return cudaSuccess;
     const int greedy = !(temperature > 0);
     if (!tokens || !logits || (!greedy && (!seed || !offset)) ||
-        workspace_bytes < kg_sample_workspace_bytes(B, n_valid))
+        !sp_ws_ok(B, n_valid, workspace, workspace_bytes))
         return cudaErrorInvalidValue;
-    sp_args a = sp_setup(logits, ld, n_valid, temperature, top_k, top_p);
+    sp_args a = sp_setup(logits, B, ld, n_valid, temperature, top_k, top_p, workspace);
     a.tokens = tokens;
     a.logp = logp;
+    a.lse = logp != NULL;
     a.seed = seed;
     a.offset = offset;
-    sp_kernel<false><<<B, SP_THREADS, 0, s>>>(a);
-    return cudaGetLastError();
+    return sp_launch<false>(a, B, s);
 }
 
 cudaError_t kg_sample_probs(float *probs, const kg_bf16 *logits, int B, int ld, int n_valid,
                             float temperature, int top_k, float top_p, void *workspace,
                             size_t workspace_bytes, cudaStream_t s)
 {
-    (void)workspace;
     if (B < 0 || n_valid < 1 || ld < n_valid)
         return cudaErrorInvalidValue;
     if (B == 0)
         return cudaSuccess;
-    if (!probs || !logits || workspace_bytes < kg_sample_workspace_bytes(B, n_valid))
+    if (!probs || !logits || !sp_ws_ok(B, n_valid, workspace, workspace_bytes))
         return cudaErrorInvalidValue;
-    sp_args a = sp_setup(logits, ld, n_valid, temperature, top_k, top_p);
+    sp_args a = sp_setup(logits, B, ld, n_valid, temperature, top_k, top_p, workspace);
     a.probs = probs;
-    sp_kernel<true><<<B, SP_THREADS, 0, s>>>(a);
-    return cudaGetLastError();
+    return sp_launch<true>(a, B, s);
 }
 
 } /* extern "C" */

@@ -23,12 +23,20 @@
  *     offsets 0 .. N-1) against the reference distribution: a chi-square test and the total
  *     variation distance, no draw outside the kept set, and the draws vary with the offset;
  *     among them ties cut by top_k and the multi-window draws.
- * (3) argument errors return cudaErrorInvalidValue; B == 0 is a no-op.
- * (4) a NaN among a row's candidates gives that row token -1, logp NaN and NaN probs, and the
- *     other rows (one with NaN in its padding) come out as without it.
+ * (3) argument errors return cudaErrorInvalidValue (a workspace NULL, one byte short or not
+ *     16-byte aligned among them); B == 0 is a no-op.
+ * (4) a NaN among a row's candidates (in its third part of pass 1) gives that row token -1,
+ *     logp NaN and NaN probs, and the other rows (one with NaN in its padding) come out as
+ *     without it.
+ * (5) a row gives the same bits alone (B = 1) as inside a batch of 8: token and logp of
+ *     kg_sample (greedy, temperature alone, top_k with top_p; each row with its own seed and
+ *     offset, the same when alone) and kg_sample_probs' row, at V = 151936 (38 parts of pass
+ *     1, 16-byte loads), 151931 with ld 152000 (a short last part) and 5000 with ld 5003 (2
+ *     parts, scalar loads). The batch and the single rows use workspaces of their own size.
+ * Every workspace starts filled with garbage (the kernels must not need it cleared).
  *
  * KGYM_KERNEL_SMALL=1 (compute-sanitizer, whose racecheck takes minutes per thousand 1024-thread
- * blocks) runs three small shapes and 500 draws. */
+ * blocks) runs three small shapes, 500 draws and (5) at V = 100 and 5000 only. */
 #include <algorithm>
 
 #include "kcheck.h"
@@ -288,6 +296,19 @@ static int check_row(const char *tag, int b, const float *z, int n, const row_re
     return 1;
 }
 
+/* a workspace for B rows of n candidates, filled with garbage: the kernels must not need it
+ * cleared */
+static void *dev_ws(int B, int n, size_t *bytes)
+{
+    void *w = NULL;
+    *bytes = kg_sample_workspace_bytes(B, n);
+    if (*bytes) {
+        KC_CUDA(cudaMalloc(&w, *bytes));
+        KC_CUDA(cudaMemset(w, 0xa5, *bytes));
+    }
+    return w;
+}
+
 static uint64_t *dev_u64(const uint64_t *h, int n)
 {
     uint64_t *d;
@@ -325,10 +346,8 @@ static void run_shape_dist(const shape *s, int dist, uint64_t seed)
           *lp2 = (float *)malloc((size_t)B * sizeof(float));
     int32_t *tok = (int32_t *)malloc((size_t)B * sizeof(int32_t)),
             *tok2 = (int32_t *)malloc((size_t)B * sizeof(int32_t));
-    size_t ws_bytes = kg_sample_workspace_bytes(B, V);
-    void *ws = NULL;
-    if (ws_bytes)
-        KC_CUDA(cudaMalloc(&ws, ws_bytes));
+    size_t ws_bytes;
+    void *ws = dev_ws(B, V, &ws_bytes);
 
     errs e = {0, 0, 0, 0};
     int ok = 1;
@@ -430,8 +449,10 @@ static void draws_case(int V, int dist, const cfg *c, int N, uint64_t seed)
     float *d_lp;
     KC_CUDA(cudaMalloc((void **)&d_tok, (size_t)N * sizeof(int32_t)));
     KC_CUDA(cudaMalloc((void **)&d_lp, (size_t)N * sizeof(float)));
-    KC_CUDA(
-        kg_sample(d_tok, d_lp, d_z, N, V, V, rc.T, rc.top_k, rc.top_p, d_seed, d_off, NULL, 0, 0));
+    size_t ws_bytes;
+    void *ws = dev_ws(N, V, &ws_bytes);
+    KC_CUDA(kg_sample(d_tok, d_lp, d_z, N, V, V, rc.T, rc.top_k, rc.top_p, d_seed, d_off, ws,
+                      ws_bytes, 0));
     KC_CUDA(cudaDeviceSynchronize());
     int32_t *tok = (int32_t *)malloc((size_t)N * sizeof(int32_t));
     float *lp = (float *)malloc((size_t)N * sizeof(float));
@@ -492,6 +513,7 @@ static void draws_case(int V, int dist, const cfg *c, int N, uint64_t seed)
     free(tok);
     free(lp);
     free(count);
+    KC_CUDA(cudaFree(ws));
     KC_CUDA(cudaFree(d_z));
     KC_CUDA(cudaFree(d_seed));
     KC_CUDA(cudaFree(d_off));
@@ -512,11 +534,10 @@ static void arg_errors(void)
     KC_CUDA(cudaMalloc((void **)&t, 64 * sizeof *t));
     KC_CUDA(cudaMalloc((void **)&u, 64 * sizeof *u));
     const cudaError_t inv = cudaErrorInvalidValue;
-    const size_t ws = kg_sample_workspace_bytes(2, 8);
-    void *w = NULL;
-    if (ws)
-        KC_CUDA(cudaMalloc(&w, ws));
-    int ok = 1;
+    size_t ws;
+    void *w = dev_ws(2, 8, &ws);
+    char *w_odd = (char *)w + 8; /* 8-byte aligned, not 16 */
+    int ok = ws > 0;
     ok &= kg_sample(t, f, z, -1, 8, 8, 1.f, 0, 0.f, u, u, w, ws, 0) == inv;
     ok &= kg_sample(t, f, z, 2, 8, 0, 1.f, 0, 0.f, u, u, w, ws, 0) == inv;
     ok &= kg_sample(t, f, z, 2, 8, 9, 1.f, 0, 0.f, u, u, w, ws, 0) == inv;
@@ -529,22 +550,27 @@ static void arg_errors(void)
     ok &= kg_sample_probs(f, z, 2, 8, 9, 1.f, 0, 0.f, w, ws, 0) == inv;
     ok &= kg_sample_probs(NULL, z, 2, 8, 8, 1.f, 0, 0.f, w, ws, 0) == inv;
     ok &= kg_sample_probs(f, NULL, 2, 8, 8, 1.f, 0, 0.f, w, ws, 0) == inv;
-    if (ws) { /* a workspace one byte short */
-        ok &= kg_sample(t, f, z, 2, 8, 8, 1.f, 0, 0.f, u, u, w, ws - 1, 0) == inv;
-        ok &= kg_sample_probs(f, z, 2, 8, 8, 1.f, 0, 0.f, w, ws - 1, 0) == inv;
-    }
-    check_true("argument errors return cudaErrorInvalidValue", ok);
-    if (!ws)
-        printf(
-            "ok   kg_sample_workspace_bytes is 0: no workspace can be too small (NULL, 0 taken)\n");
+    /* a workspace one byte short, NULL, or misaligned; greedy needs one too */
+    ok &= kg_sample(t, f, z, 2, 8, 8, 1.f, 0, 0.f, u, u, w, ws - 1, 0) == inv;
+    ok &= kg_sample_probs(f, z, 2, 8, 8, 1.f, 0, 0.f, w, ws - 1, 0) == inv;
+    ok &= kg_sample(t, f, z, 2, 8, 8, 0.f, 0, 0.f, NULL, NULL, NULL, ws, 0) == inv;
+    ok &= kg_sample_probs(f, z, 2, 8, 8, 1.f, 0, 0.f, NULL, ws, 0) == inv;
+    ok &= kg_sample(t, f, z, 2, 8, 8, 1.f, 0, 0.f, u, u, w_odd, ws, 0) == inv;
+    ok &= kg_sample_probs(f, z, 2, 8, 8, 1.f, 0, 0.f, w_odd, ws, 0) == inv;
+    /* the size grows with B and n_valid (a workspace for the largest call serves the rest) */
+    ok &= kg_sample_workspace_bytes(0, 8) == 0 && kg_sample_workspace_bytes(2, 0) == 0 &&
+          kg_sample_workspace_bytes(1, 8) <= ws &&
+          kg_sample_workspace_bytes(4, 151936) <= kg_sample_workspace_bytes(8, 151936) &&
+          kg_sample_workspace_bytes(8, 151000) <= kg_sample_workspace_bytes(8, 151936);
+    check_true("argument errors return cudaErrorInvalidValue (workspace NULL, short, misaligned)",
+               ok);
     ok = kg_sample(NULL, NULL, NULL, 0, 8, 8, 1.f, 0, 0.f, NULL, NULL, NULL, 0, 0) == cudaSuccess &&
          kg_sample_probs(NULL, NULL, 0, 8, 8, 1.f, 0, 0.f, NULL, 0, 0) == cudaSuccess &&
          kg_sample(t, NULL, z, 2, 8, 8, 0.f, 0, 0.f, NULL, NULL, w, ws, 0) == cudaSuccess;
     KC_CUDA(cudaDeviceSynchronize());
     check_true("B = 0 is a no-op (NULL pointers taken); greedy takes NULL seed, offset and logp",
                ok);
-    if (w)
-        KC_CUDA(cudaFree(w));
+    KC_CUDA(cudaFree(w));
     KC_CUDA(cudaFree(z));
     KC_CUDA(cudaFree(f));
     KC_CUDA(cudaFree(t));
@@ -555,12 +581,12 @@ static void arg_errors(void)
 
 static void nan_rows(void)
 {
-    const int B = 4, V = 1000, ld = 1008;
+    const int B = 4, V = 10000, ld = 10008;
     float *z = (float *)malloc((size_t)B * ld * sizeof *z);
     for (int b = 0; b < B; b++)
         fill_row(z + (size_t)b * ld, V, ld, D_LLM, 500 + b);
     kg_bf16 *d_clean = kc_to_dev_bf(z, (size_t)B * ld);
-    z[2 * ld + 517] = NAN;   /* a candidate: row 2 is NaN */
+    z[2 * ld + 8517] = NAN;  /* a candidate (pass 1's third part): row 2 is NaN */
     z[1 * ld + V + 2] = NAN; /* padding: row 1 is not */
     kg_bf16 *d_nan = kc_to_dev_bf(z, (size_t)B * ld);
     uint64_t hs[4] = {1, 2, 3, 4}, ho[4] = {10, 20, 30, 40};
@@ -570,14 +596,16 @@ static void nan_rows(void)
     KC_CUDA(cudaMalloc((void **)&d_p, (size_t)2 * B * V * sizeof(float)));
     KC_CUDA(cudaMalloc((void **)&d_lp, (size_t)4 * B * sizeof(float)));
     KC_CUDA(cudaMalloc((void **)&d_t, (size_t)4 * B * sizeof(int32_t)));
+    size_t wb;
+    void *w = dev_ws(B, V, &wb);
     int ok = 1;
     const float Ts[2] = {0.f, 0.9f};
     for (int k = 0; k < 2; k++) {
         float T = Ts[k];
-        KC_CUDA(kg_sample_probs(d_p, d_clean, B, ld, V, T, 40, 0.9f, NULL, 0, 0));
-        KC_CUDA(kg_sample_probs(d_p + B * V, d_nan, B, ld, V, T, 40, 0.9f, NULL, 0, 0));
-        KC_CUDA(kg_sample(d_t, d_lp, d_clean, B, ld, V, T, 40, 0.9f, d_s, d_o, NULL, 0, 0));
-        KC_CUDA(kg_sample(d_t + B, d_lp + B, d_nan, B, ld, V, T, 40, 0.9f, d_s, d_o, NULL, 0, 0));
+        KC_CUDA(kg_sample_probs(d_p, d_clean, B, ld, V, T, 40, 0.9f, w, wb, 0));
+        KC_CUDA(kg_sample_probs(d_p + B * V, d_nan, B, ld, V, T, 40, 0.9f, w, wb, 0));
+        KC_CUDA(kg_sample(d_t, d_lp, d_clean, B, ld, V, T, 40, 0.9f, d_s, d_o, w, wb, 0));
+        KC_CUDA(kg_sample(d_t + B, d_lp + B, d_nan, B, ld, V, T, 40, 0.9f, d_s, d_o, w, wb, 0));
         KC_CUDA(cudaDeviceSynchronize());
         float *p = (float *)malloc((size_t)2 * B * V * sizeof(float)), lp[8];
         int32_t t[8];
@@ -601,6 +629,7 @@ static void nan_rows(void)
     check_true(
         "a NaN candidate: token -1, logp NaN, probs NaN in its row only (NaN padding ignored)", ok);
     free(z);
+    KC_CUDA(cudaFree(w));
     KC_CUDA(cudaFree(d_clean));
     KC_CUDA(cudaFree(d_nan));
     KC_CUDA(cudaFree(d_s));
@@ -608,6 +637,95 @@ static void nan_rows(void)
     KC_CUDA(cudaFree(d_p));
     KC_CUDA(cudaFree(d_lp));
     KC_CUDA(cudaFree(d_t));
+}
+
+/* ---- (5) a row alone and inside a batch ---- */
+
+#define AB_ROWS 8
+
+typedef struct ab_buf {
+    int32_t *tok; /* [2 AB_ROWS]: the batch's, then the rows' alone */
+    float *lp;    /* [2 AB_ROWS] */
+    float *p;     /* [2 AB_ROWS][V] */
+} ab_buf;
+
+/* one config: the batch into the first half of buf, each row alone into the second */
+static void ab_run(const ab_buf *d, const kg_bf16 *d_z, int V, int ld, const ref_cfg *rc,
+                   const uint64_t *d_s, const uint64_t *d_o, void *wb, size_t wb_bytes, void *w1,
+                   size_t w1_bytes)
+{
+    const int B = AB_ROWS, greedy = !(rc->T > 0);
+    const uint64_t *s = greedy ? NULL : d_s, *o = greedy ? NULL : d_o;
+    KC_CUDA(kg_sample(d->tok, d->lp, d_z, B, ld, V, rc->T, rc->top_k, rc->top_p, s, o, wb, wb_bytes,
+                      0));
+    KC_CUDA(kg_sample_probs(d->p, d_z, B, ld, V, rc->T, rc->top_k, rc->top_p, wb, wb_bytes, 0));
+    for (int b = 0; b < B; b++) {
+        const kg_bf16 *row = d_z + (size_t)b * ld;
+        KC_CUDA(kg_sample(d->tok + B + b, d->lp + B + b, row, 1, ld, V, rc->T, rc->top_k, rc->top_p,
+                          greedy ? NULL : s + b, greedy ? NULL : o + b, w1, w1_bytes, 0));
+        KC_CUDA(kg_sample_probs(d->p + (size_t)(B + b) * V, row, 1, ld, V, rc->T, rc->top_k,
+                                rc->top_p, w1, w1_bytes, 0));
+    }
+    KC_CUDA(cudaDeviceSynchronize());
+}
+
+static void alone_vs_batch(int V, int ld)
+{
+    const int B = AB_ROWS;
+    float *z = (float *)malloc((size_t)B * ld * sizeof *z);
+    for (int b = 0; b < B; b++) /* every kind of row, wide-range included */
+        fill_row(z + (size_t)b * ld, V, ld, b % D_COUNT, 9000 + (uint64_t)b);
+    kg_bf16 *d_z = kc_to_dev_bf(z, (size_t)B * ld);
+    uint64_t hs[AB_ROWS], ho[AB_ROWS];
+    for (int b = 0; b < B; b++) {
+        hs[b] = 0xab5000 + 17 * (uint64_t)b;
+        ho[b] = 6 + 2 * (uint64_t)b;
+    }
+    uint64_t *d_s = dev_u64(hs, B), *d_o = dev_u64(ho, B);
+    ab_buf d;
+    KC_CUDA(cudaMalloc((void **)&d.tok, 2 * B * sizeof(int32_t)));
+    KC_CUDA(cudaMalloc((void **)&d.lp, 2 * B * sizeof(float)));
+    KC_CUDA(cudaMalloc((void **)&d.p, (size_t)2 * B * V * sizeof(float)));
+    size_t wb_bytes, w1_bytes;
+    void *wb = dev_ws(B, V, &wb_bytes), *w1 = dev_ws(1, V, &w1_bytes);
+    float *p = (float *)malloc((size_t)2 * B * V * sizeof(float)), lp[2 * AB_ROWS];
+    int32_t tok[2 * AB_ROWS];
+    /* greedy; the whole vocabulary at T = 1; top_k then top_p */
+    const ref_cfg rcs[3] = {{0.f, 0, 0.f}, {1.f, 0, 0.f}, {0.8f, 50, 0.9f}};
+    int ok = 1;
+    for (int ci = 0; ci < 3; ci++) {
+        ab_run(&d, d_z, V, ld, &rcs[ci], d_s, d_o, wb, wb_bytes, w1, w1_bytes);
+        KC_CUDA(cudaMemcpy(tok, d.tok, sizeof tok, cudaMemcpyDeviceToHost));
+        kc_from_dev_f(lp, d.lp, 2 * B);
+        kc_from_dev_f(p, d.p, (size_t)2 * B * V);
+        for (int b = 0; b < B; b++) {
+            const int same =
+                tok[b] == tok[B + b] && memcmp(&lp[b], &lp[B + b], sizeof(float)) == 0 &&
+                memcmp(p + (size_t)b * V, p + (size_t)(B + b) * V, (size_t)V * sizeof(float)) == 0;
+            if (!same || tok[b] < 0 || tok[b] >= V) {
+                fprintf(stderr,
+                        "FAIL V=%d ld=%d T=%g top_k=%d top_p=%g row %d: batch token %d logp %.9g, "
+                        "alone token %d logp %.9g%s\n",
+                        V, ld, rcs[ci].T, rcs[ci].top_k, rcs[ci].top_p, b, tok[b], lp[b],
+                        tok[B + b], lp[B + b], same ? " (token out of range)" : "");
+                ok = 0;
+            }
+        }
+    }
+    printf("%-4s a row alone (B=1) gives the same bits as in a batch of %d: V=%d ld=%d, tokens, "
+           "logp and probs, greedy and sampled\n",
+           ok ? "ok" : "FAIL", B, V, ld);
+    check(ok);
+    free(z);
+    free(p);
+    KC_CUDA(cudaFree(wb));
+    KC_CUDA(cudaFree(w1));
+    KC_CUDA(cudaFree(d_z));
+    KC_CUDA(cudaFree(d_s));
+    KC_CUDA(cudaFree(d_o));
+    KC_CUDA(cudaFree(d.tok));
+    KC_CUDA(cudaFree(d.lp));
+    KC_CUDA(cudaFree(d.p));
 }
 
 int main(void)
@@ -638,6 +756,14 @@ int main(void)
     draws_case(300, D_WIDE, &deep, N, 5);
     arg_errors();
     nan_rows();
+    if (kc_small()) {
+        alone_vs_batch(100, 104);
+        alone_vs_batch(5000, 5003);
+    } else {
+        alone_vs_batch(151936, 151936);
+        alone_vs_batch(151931, 152000);
+        alone_vs_batch(5000, 5003);
+    }
     printf("%s\n", g_fail ? "test_sample: FAIL" : "test_sample: ok");
     return g_fail ? 1 : 0;
 }

@@ -4,7 +4,10 @@
  * rollout keeps it). The logits look like a language model's: normal around -2 (sd 2.5) with one
  * token in 500 lifted by 6 .. 14, so that top-p keeps tens to hundreds of tokens rather than one
  * or all. GB/s counts the logits read once (B * V * 2 bytes), the floor of any implementation;
- * the kernel reads a row once for greedy and about 2.5 times when sampling (see sample.cu). */
+ * the kernel reads a row once for greedy and about 2.5 times when sampling (see sample.cu).
+ * Pass 1 (the whole of greedy) spreads a row over 38 blocks; the window and draw passes of a
+ * sampled row still run in one block, so at B = 1 they dominate the sampled times. One
+ * workspace of kg_sample_workspace_bytes(256, V) serves every B (the size only grows with B). */
 #include "kcheck.h"
 
 #define V 151936
