@@ -3,7 +3,8 @@
  * of the batches it finished, and a warm-up's cache is used while it is fresh):
  *   1. warm-ups, --warmup-jobs at a time: torch.compile compiles each reference once, untimed;
  *      the server runs them under shared GPU leases, so they overlap each other but never a
- *      timing, and fill Inductor's on-disk caches;
+ *      timing, and fill Inductor's on-disk caches; those that ran out of GPU memory beside the
+ *      others (large-tensor references) are compiled again, one at a time;
  *   2. measurements, --jobs at a time (default 3 per GPU), now that compilation is a cache
  *      hit: the server runs up to 3 per GPU under shared leases of their own class, whose
  *      judges start side by side and take turns at the GPU (a per-GPU timing lock), so the
@@ -22,10 +23,12 @@ typedef struct phase {
     const bench_opts *o;
     const char *url;
     bool warmup;
+    const char *label;    /* of its progress lines */
     json_t *todo;         /* array of {task_id, name, level} */
     size_t next, end;     /* this batch: todo[next..end) */
     size_t done, failed;  /* over the whole command */
     size_t out_of_memory; /* warm-ups whose compile ran out of GPU memory */
+    json_t *oom_tasks;    /* warm-ups: this batch's tasks that ran out of GPU memory */
     json_t *file;         /* measurements: the output document, updated as results come */
     const char *out_file;
     double t0_ms;
@@ -85,9 +88,8 @@ static void progress(phase *p, const char *id, const json_t *reply, bool ok)
     else
         text_fmt(what, sizeof what, "eager %.4g ms, compile %.4g ms",
                  bench_num(reply, "t_eager_ms"), bench_num(reply, "t_compile_ms"));
-    fprintf(stderr, "[%s %zu/%zu] %-16s %s | elapsed %dm%02ds, ETA %dm%02ds\n",
-            p->warmup ? "warm-up" : "measure", finished, n, id, what, (int)el / 60, (int)el % 60,
-            (int)eta / 60, (int)eta % 60);
+    fprintf(stderr, "[%s %zu/%zu] %-16s %s | elapsed %dm%02ds, ETA %dm%02ds\n", p->label, finished,
+            n, id, what, (int)el / 60, (int)el % 60, (int)eta / 60, (int)eta % 60);
     /* why a warm-up's compile failed (the measurement retries it and records its own reason) */
     const char *why = ok ? json_string_value(json_object_get(reply, "compile_unavailable")) : NULL;
     if (why)
@@ -107,8 +109,11 @@ static void one_task(phase *p, bench_http *h, const json_t *task, const json_t *
     pthread_mutex_lock(&p->lock);
     if (ok) {
         p->done++;
-        if (p->warmup && bench_warmup_out_of_memory(reply))
+        if (p->warmup && bench_warmup_out_of_memory(reply)) {
             p->out_of_memory++;
+            if (p->oom_tasks)
+                json_array_append(p->oom_tasks, (json_t *)task);
+        }
         if (!p->warmup)
             keep_measurement(p, task, reply);
     } else {
@@ -157,6 +162,34 @@ static void run_phase(phase *p, size_t begin, size_t end, int jobs)
         pthread_join(th[k], NULL);
 }
 
+/* The structural fix for warm-ups that run out of GPU memory beside each other (large-tensor
+ * references, 4 at a time on an H200): this batch's are compiled again, one at a time, so that
+ * their measurements still find Inductor's caches warm instead of compiling under the timing
+ * lock. Counts those that ran out even alone into *still_oom. */
+static void retry_alone(phase *warm, size_t *retried, size_t *still_oom)
+{
+    size_t n = json_array_size(warm->oom_tasks);
+    if (n == 0 || bench_stopping())
+        return;
+    if (!warm->o->quiet)
+        fprintf(stderr,
+                "kgym-bench: %zu warm-up%s ran out of GPU memory beside the others: again, one at "
+                "a time\n",
+                n, n == 1 ? "" : "s");
+    phase solo = {.o = warm->o,
+                  .url = warm->url,
+                  .warmup = true,
+                  .label = "warm-up alone",
+                  .todo = warm->oom_tasks,
+                  .t0_ms = text_mono_ms()};
+    pthread_mutex_init(&solo.lock, NULL);
+    run_phase(&solo, 0, n, 1);
+    pthread_mutex_destroy(&solo.lock);
+    *retried += solo.done + solo.failed;
+    *still_oom += solo.out_of_memory;
+    json_array_clear(warm->oom_tasks);
+}
+
 /* The output file as it stands (resumable), or a new document. */
 static json_t *load_file(const char *out_file)
 {
@@ -202,9 +235,16 @@ int bench_baselines(const bench_opts *o, const char *out_file)
      * did in ~90 tasks since (the server admits up to 4 for other clients) */
     int warm_jobs = o->warmup_jobs >= 0 ? o->warmup_jobs : 2 * gpus;
     size_t n = json_array_size(todo), batch = (size_t)(warm_jobs > jobs ? 2 * warm_jobs : 2 * jobs);
-    phase warm = {.o = o, .url = sc.url, .warmup = true, .todo = todo, .t0_ms = text_mono_ms()};
+    phase warm = {.o = o,
+                  .url = sc.url,
+                  .warmup = true,
+                  .label = "warm-up",
+                  .todo = todo,
+                  .oom_tasks = json_array(),
+                  .t0_ms = text_mono_ms()};
     phase meas = {.o = o,
                   .url = sc.url,
+                  .label = "measure",
                   .todo = todo,
                   .file = file,
                   .out_file = out_file,
@@ -216,23 +256,27 @@ int bench_baselines(const bench_opts *o, const char *out_file)
                 "kgym-bench: in batches of %zu: torch.compile warm-ups (untimed, %d at a time), "
                 "then measurements (%d at a time)\n",
                 batch, warm_jobs, jobs);
+    size_t retried = 0, still_oom = 0;
     for (size_t b = 0; b < n && !bench_stopping(); b += batch) {
         size_t e = b + batch < n ? b + batch : n;
         if (warm_jobs > 0)
             run_phase(&warm, b, e, warm_jobs);
+        if (warm_jobs > 1)
+            retry_alone(&warm, &retried, &still_oom);
         if (!bench_stopping())
             run_phase(&meas, b, e, jobs);
     }
     pthread_mutex_destroy(&warm.lock);
     pthread_mutex_destroy(&meas.lock);
     json_decref(todo);
+    json_decref(warm.oom_tasks);
     fprintf(stderr, "kgym-bench: %zu measured, %zu failed (%zu warm-ups failed), %zu in %s\n",
             meas.done, meas.failed, warm.failed, json_object_size(have), out_file);
     if (warm.out_of_memory)
         fprintf(stderr,
-                "kgym-bench: %zu warm-ups ran out of GPU memory beside the others (their "
-                "measurements compiled by themselves); --warmup-jobs %d or fewer avoids it\n",
-                warm.out_of_memory, warm_jobs > 1 ? warm_jobs / 2 : 1);
+                "kgym-bench: %zu warm-ups ran out of GPU memory beside the others; %zu retried "
+                "alone, of which %zu ran out again (their measurements compiled by themselves)\n",
+                warm.out_of_memory, retried, still_oom);
     rc = bench_stopping() ? EXIT_INTERRUPTED : meas.failed ? EXIT_INFRA : EXIT_OK;
     if (rc == EXIT_INTERRUPTED)
         fprintf(stderr, "kgym-bench: interrupted; run the same command again to resume\n");

@@ -369,3 +369,98 @@ def test_task_timeout_is_the_tasks_result_not_the_runs_end(kb, tmp_path):
     assert r["eval_s"] < 30, r  # the client gave up at its deadline, not at the evaluation's end
     assert res["table"][-1]["passed"] == 0
     print(f"timeout case: {time.monotonic() - t0:.0f} s")
+
+
+class FakeBaselineServer:
+    """Just enough of kgym-env's API for `kgym-bench baselines --server`: /v1/health (one GPU),
+    /v1/tasks, and POST /v1/tasks/{id}/baselines, where a warm-up that overlaps another one
+    "runs out of GPU memory" (the H200's message) and one alone compiles; measurements return
+    fixed figures. Every call is logged, in order, with whether it overlapped another."""
+
+    def __init__(self, tasks):
+        import http.server
+        import threading
+        self.tasks, self.calls, self.active = tasks, [], {}
+        self.lock = threading.Lock()
+        fake = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def reply(self, obj):
+                body = json.dumps(obj).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self):
+                if self.path.startswith("/v1/health"):
+                    return self.reply({"status": "ok", "gpus": [{"index": 0}]})
+                return self.reply({"tasks": [{"id": t, "level": 1, "suite": "kernelbench",
+                                              "name": t} for t in fake.tasks]})
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                task = self.path.split("/v1/tasks/")[1].rsplit("/baselines", 1)[0]
+                task = task.replace("%2F", "/").replace("%2f", "/")
+                self.reply(fake.baselines(task, body["phase"]))
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def baselines(self, task, phase):
+        me = object()
+        with self.lock:
+            overlapped = bool(self.active)
+            for other in self.active:
+                self.active[other] = True
+            self.active[me] = overlapped
+        time.sleep(0.4)
+        with self.lock:
+            overlapped = self.active.pop(me)
+            self.calls.append((phase, task, overlapped))
+        if phase == "measure":
+            return {"t_eager_ms": 1.0, "t_compile_ms": 2.0, "spread_eager": 0.01,
+                    "spread_compile": 0.01, "eval_ms": 400.0, "lease_wait_ms": 0.0,
+                    "device_name": "Fake GPU", "torch_version": "0.0+fake"}
+        if overlapped:
+            return {"warmup": "compile_failed", "warmup_ms": 400.0, "compile_unavailable":
+                    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 12.00 GiB"}
+        return {"warmup": "compiled", "warmup_ms": 400.0}
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_baselines_retry_out_of_memory_warmups_alone(tmp_path):
+    """Warm-ups that ran out of GPU memory beside each other are compiled again one at a time,
+    before their measurements, and the run says so (a fake server plays the GPU)."""
+    assert BENCH.is_file(), f"{BENCH} is missing: run make first"
+    tasks = [f"kb/L1/{i}" for i in range(1, 7)]
+    fake = FakeBaselineServer(tasks)
+    try:
+        f = tmp_path / "baselines.json"
+        p = subprocess.run([str(BENCH), "baselines", "--server", fake.url, "--file", str(f),
+                            "--out", str(tmp_path / "b"), "--warmup-jobs", "3", "--jobs", "1"],
+                           capture_output=True, text=True, timeout=120)
+    finally:
+        fake.close()
+    assert p.returncode == 0, p.stderr
+    ran_out = [t for ph, t, over in fake.calls if ph == "warmup" and over]
+    assert ran_out, f"the fake's 3 parallel warm-ups never overlapped: {fake.calls}"
+    assert "again, one at a time" in p.stderr, p.stderr
+    for task in ran_out:
+        order = [(ph, over) for ph, t, over in fake.calls if t == task]
+        # overlapped warm-up, then one alone that compiled, then the measurement
+        assert order == [("warmup", True), ("warmup", False), ("measure", False)], (task, order)
+    alone = [ln for ln in p.stderr.splitlines() if ln.startswith("[warm-up alone ")]
+    assert len(alone) == len(ran_out) and all(" compiled " in ln for ln in alone), p.stderr
+    assert (f"{len(ran_out)} warm-ups ran out of GPU memory beside the others; "
+            f"{len(ran_out)} retried alone, of which 0 ran out again") in p.stderr, p.stderr
+    assert set(json.loads(f.read_text())["tasks"]) == set(tasks)
