@@ -156,6 +156,7 @@ def test_bench_help_and_cpu_refusal(kgym_policy):
     h = kgym(kgym_policy, "bench", "--help")
     assert h.returncode == 0 and h.stdout.startswith("usage: kgym-policy bench")
     assert "6 * N_matmul + 6 * L * H * hd * T" in h.stdout and "--decode-batches" in h.stdout
+    assert "--no-graphs" in h.stdout
     assert "bench" in kgym(kgym_policy, "--help").stdout
     p = kgym(kgym_policy, "bench")
     assert p.returncode == 1 and p.stdout == ""
@@ -166,7 +167,8 @@ def test_bench_usage_errors(kgym_policy):
     for args in (["--seq", "0"], ["--new", "1"], ["--decode-batches", "1,x"], ["--decode-batches", ""],
                  ["--shape", "gpt2"], ["--shape", "qwen2.5-0.5b", "--model", "/tmp"],
                  ["--skip-train", "--skip-decode"], ["--train-batch", "8", "--seq", str(1 << 22)],
-                 ["--peak-tflops", "0"], ["--steps"], ["--frobnicate"]):
+                 ["--peak-tflops", "0"], ["--steps"], ["--frobnicate"],
+                 ["--graphs", "--no-graphs"]):
         p = kgym(kgym_policy, "bench", *args)
         assert p.returncode == 2, (args, p.stderr)
         assert p.stderr.startswith("kgym-policy bench: ") and len(p.stderr.splitlines()) == 1
