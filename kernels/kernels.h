@@ -46,7 +46,8 @@ cudaError_t kg_matmul(kg_matmul_ctx *ctx, kg_bf16 *C, const kg_bf16 *A, const kg
                       float beta, cudaStream_t s);
 /* Several y = x W^T (+ bias) products of one x [M, K] (beta 0), each into its own C [M, N]: the
  * q, k and v projections. One launch when every part takes kg_matmul's small-M path (M <= 8),
- * else one kg_matmul per part; each C gets the bits its own kg_matmul would give. 1 to 3 parts. */
+ * else one kg_matmul per part; each C gets the bits its own kg_matmul would give. 1 to 3 parts;
+ * no C may overlap X or another C. */
 typedef struct {
     kg_bf16 *C;
     const kg_bf16 *W, *bias; /* [N, K]; [N] or NULL */
@@ -56,7 +57,8 @@ cudaError_t kg_matmul_parts(kg_matmul_ctx *ctx, const kg_bf16 *X, const kg_matmu
                             int n_parts, int M, int K, cudaStream_t s);
 /* The MLP's first half: gate = x Wg^T, up = x Wu^T [M, F] (both kept: the backward reads them)
  * and h = silu(gate) * up. One launch when M <= 8 (the small-M path), else two kg_matmul and
- * kg_swiglu_forward; the bits of those three calls either way. */
+ * kg_swiglu_forward; the bits of those three calls either way. h, gate and up must not overlap
+ * X or each other. */
 cudaError_t kg_matmul_swiglu(kg_matmul_ctx *ctx, kg_bf16 *h, kg_bf16 *gate, kg_bf16 *up,
                              const kg_bf16 *X, const kg_bf16 *Wg, const kg_bf16 *Wu, int M, int F,
                              int K, cudaStream_t s);
@@ -82,7 +84,8 @@ cudaError_t kg_rmsnorm_backward(kg_bf16 *dx, float *dw, const kg_bf16 *dy, const
  * sign = -1 applies the inverse rotation: the backward of the forward (dx from dy). */
 cudaError_t kg_rope(kg_bf16 *x, const int32_t *pos, const float *inv_freq, int T, int heads, int hd,
                     int sign, cudaStream_t s);
-/* kg_rope on q [T, Hq, hd] and k [T, Hkv, hd] in one launch, with the bits of two kg_rope calls. */
+/* kg_rope on q [T, Hq, hd] and k [T, Hkv, hd] (not overlapping) in one launch, with the bits of
+ * two kg_rope calls. */
 cudaError_t kg_rope_qk(kg_bf16 *q, kg_bf16 *k, const int32_t *pos, const float *inv_freq, int T,
                        int Hq, int Hkv, int hd, int sign, cudaStream_t s);
 

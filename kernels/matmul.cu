@@ -208,9 +208,20 @@ static __device__ __forceinline__ void sm_unpack8(uint4 v, float *f)
 static __device__ __forceinline__ int sm_block_part(const sm_args &a, int *b)
 {
     int p = 0;
-    while (p + 1 < a.n_parts && *b >= small_m_blocks(a.part[p].N))
-        *b -= small_m_blocks(a.part[p++].N);
+#pragma unroll
+    for (int q = 0; q + 1 < SM_MAX_PARTS; q++) { /* constant indices: no local copy */
+        const int nb = small_m_blocks(a.part[q].N);
+        if (p == q && q + 1 < a.n_parts && *b >= nb)
+            *b -= nb, p = q + 1;
+    }
     return p;
+}
+
+/* a.part[p] without indexing the kernel's parameters by a run-time index (which copies them
+ * all to local memory) */
+static __device__ __forceinline__ sm_part sm_part_at(const sm_args &a, int p)
+{
+    return p == 0 ? a.part[0] : p == 1 ? a.part[1] : a.part[2];
 }
 
 /* Writes column n of row m of one part: + bias, + beta C, rounded to bf16; the rounded value. */
@@ -233,7 +244,11 @@ static __global__ void __launch_bounds__(SM_MAX_WARPS * 32) small_m_kernel(sm_ar
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
     int b = (int)blockIdx.x;
     const int p = R == 1 ? sm_block_part(a, &b) : 0;
-    const int N = a.part[p].N, n0 = b * SM_COLS;
+    sm_part P[R];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+        P[r] = sm_part_at(a, p + r);
+    const int N = P[0].N, n0 = b * SM_COLS;
     float acc[R][SM_COLS][M];
 #pragma unroll
     for (int r = 0; r < R; r++)
@@ -249,9 +264,8 @@ static __global__ void __launch_bounds__(SM_MAX_WARPS * 32) small_m_kernel(sm_ar
         for (int r = 0; r < R; r++)
 #pragma unroll
             for (int c = 0; c < SM_COLS; c++)
-                w[r][c] = n0 + c < N
-                              ? __ldg((const uint4 *)(a.part[p + r].W + (size_t)(n0 + c) * K) + k8)
-                              : make_uint4(0, 0, 0, 0);
+                w[r][c] = n0 + c < N ? __ldg((const uint4 *)(P[r].W + (size_t)(n0 + c) * K) + k8)
+                                     : make_uint4(0, 0, 0, 0);
         float wf[R][SM_COLS][8];
 #pragma unroll
         for (int r = 0; r < R; r++)
@@ -294,7 +308,7 @@ static __global__ void __launch_bounds__(SM_MAX_WARPS * 32) small_m_kernel(sm_ar
         float sum = 0.f;
         for (int w = 0; w < warps; w++)
             sum += partial[w][(r * SM_COLS + c) * M + m];
-        v[r] = sm_store(a.part[p + r], m, n, sum, a.beta);
+        v[r] = sm_store(P[r], m, n, sum, a.beta);
     }
     if (R == 2) /* from the rounded gate and up, as kg_swiglu_forward reads them */
         a.h[(size_t)m * N + n] = __float2bfloat16_rn(swiglu_value(v[0], v[R - 1]));

@@ -300,8 +300,9 @@ static __device__ void sp_lse_merge(float &m, float &s, float m2, float s2)
     m = M;
 }
 
-/* a warp's (m, s) merged in a fixed butterfly: every lane gets the same bits (a merge is
- * symmetric: fmaxf and the sum of the two terms commute) */
+/* a warp's (m, s) merged in a fixed butterfly. Lane 0's result is fixed by the inputs, and only
+ * it is used: the lanes may differ in the last bit of s, since nvcc contracts the merge's sum into
+ * an fma (s * e + (s2 * e2)), which is not symmetric in the two sides */
 static __device__ void sp_warp_lse(float &m, float &s)
 {
     for (int o = 16; o > 0; o >>= 1)
@@ -569,7 +570,9 @@ static __global__ void __launch_bounds__(SP_PART_THREADS) sp_part_kernel(sp_args
 /* ---- the merge of a row's parts (sp_kernel) ---- */
 
 /* part p's term of the row's s at the row's max M (a part of no finite candidate adds nothing;
- * one whose max is M adds s_p exactly, also when M is +inf) */
+ * one whose max is M adds s_p exactly). A part holding +inf has s_p NaN already (inf - inf in
+ * its own merges), so a row whose max is +inf gets logp NaN, as before the split and as the
+ * double-precision log softmax */
 static __device__ float sp_part_term(const sp_part &q, float M)
 {
     if (q.m == -INFINITY)

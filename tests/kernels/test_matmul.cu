@@ -144,28 +144,39 @@ static kg_bf16 *dev_alloc(size_t n)
     return d;
 }
 
+/* The shape of one fused-vs-separate check: three part widths (q, k, v), the MLP width F, K,
+ * and how many elements past a 16-byte boundary part 1's weight starts (4: 8 bytes off, which
+ * sends kg_matmul_parts to its one-kg_matmul-per-part fallback even at M <= 8). */
+typedef struct {
+    int N[3], F, K, w1_off;
+} fused_shape;
+
 /* kg_matmul_parts (q, k, v with biases: one launch when M <= 8) = one kg_matmul per part, and
  * kg_matmul_swiglu = two kg_matmul then kg_swiglu_forward, bit for bit (M > 8: the fallback). */
-static int check_fused_equal_separate(kg_matmul_ctx *ctx, int M, uint64_t seed)
+static int check_fused_equal_separate(kg_matmul_ctx *ctx, int M, const fused_shape *sh,
+                                      uint64_t seed)
 {
-    const int K = 896, Nq = 896, Nkv = 128, F = 4864;
-    kg_bf16 *X = dev_random((size_t)M * K, seed), *Wq = dev_random((size_t)Nq * K, seed + 1),
-            *Wk = dev_random((size_t)Nkv * K, seed + 2),
-            *Wv = dev_random((size_t)Nkv * K, seed + 3), *bq = dev_random(Nq, seed + 4),
-            *bk = dev_random(Nkv, seed + 5), *bv = dev_random(Nkv, seed + 6),
-            *Wg = dev_random((size_t)F * K, seed + 7), *Wu = dev_random((size_t)F * K, seed + 8);
+    const int K = sh->K, F = sh->F;
+    kg_bf16 *X = dev_random((size_t)M * K, seed), *W[3], *bias[3];
+    for (int i = 0; i < 3; i++) {
+        W[i] = dev_random((size_t)sh->N[i] * K + (i == 1 ? sh->w1_off : 0), seed + 1 + i);
+        bias[i] = dev_random((size_t)sh->N[i], seed + 4 + i);
+    }
+    const kg_bf16 *Wp[3] = {W[0], W[1] + sh->w1_off, W[2]};
+    kg_bf16 *Wg = dev_random((size_t)F * K, seed + 7), *Wu = dev_random((size_t)F * K, seed + 8);
     kg_bf16 *o[6], *r[6];
-    const size_t n[6] = {(size_t)M * Nq, (size_t)M * Nkv, (size_t)M * Nkv,
-                         (size_t)M * F,  (size_t)M * F,   (size_t)M * F};
+    const size_t n[6] = {(size_t)M * sh->N[0], (size_t)M * sh->N[1], (size_t)M * sh->N[2],
+                         (size_t)M * F,        (size_t)M * F,        (size_t)M * F};
     for (int i = 0; i < 6; i++)
         o[i] = dev_alloc(n[i]), r[i] = dev_alloc(n[i]);
-    KC_CUDA(kg_matmul(ctx, r[0], X, Wq, bq, M, Nq, K, 0, 1, 0.0f, 0));
-    KC_CUDA(kg_matmul(ctx, r[1], X, Wk, bk, M, Nkv, K, 0, 1, 0.0f, 0));
-    KC_CUDA(kg_matmul(ctx, r[2], X, Wv, bv, M, Nkv, K, 0, 1, 0.0f, 0));
+    for (int i = 0; i < 3; i++)
+        KC_CUDA(kg_matmul(ctx, r[i], X, Wp[i], bias[i], M, sh->N[i], K, 0, 1, 0.0f, 0));
     KC_CUDA(kg_matmul(ctx, r[3], X, Wg, NULL, M, F, K, 0, 1, 0.0f, 0));
     KC_CUDA(kg_matmul(ctx, r[4], X, Wu, NULL, M, F, K, 0, 1, 0.0f, 0));
     KC_CUDA(kg_swiglu_forward(r[5], r[3], r[4], n[5], 0));
-    const kg_matmul_part qkv[3] = {{o[0], Wq, bq, Nq}, {o[1], Wk, bk, Nkv}, {o[2], Wv, bv, Nkv}};
+    kg_matmul_part qkv[3];
+    for (int i = 0; i < 3; i++)
+        qkv[i] = {o[i], Wp[i], bias[i], sh->N[i]};
     KC_CUDA(kg_matmul_parts(ctx, X, qkv, 3, M, K, 0));
     KC_CUDA(kg_matmul_swiglu(ctx, o[5], o[3], o[4], X, Wg, Wu, M, F, K, 0));
     KC_CUDA(cudaDeviceSynchronize());
@@ -174,10 +185,12 @@ static int check_fused_equal_separate(kg_matmul_ctx *ctx, int M, uint64_t seed)
         parts &= dev_equal(o[i], r[i], n[i]);
     for (int i = 3; i < 6; i++)
         glu &= dev_equal(o[i], r[i], n[i]);
-    printf("%-4s matmul_parts q/k/v = three kg_matmul, bitwise (M %d)\n", parts ? "ok" : "FAIL", M);
-    printf("%-4s matmul_swiglu gate/up/h = kg_matmul x2 + swiglu, bitwise (M %d)\n",
-           glu ? "ok" : "FAIL", M);
-    kg_bf16 *all[] = {X, Wq, Wk, Wv, bq, bk, bv, Wg, Wu};
+    printf("%-4s matmul_parts q/k/v = three kg_matmul, bitwise (M %d N %d/%d/%d K %d%s)\n",
+           parts ? "ok" : "FAIL", M, sh->N[0], sh->N[1], sh->N[2], K,
+           sh->w1_off ? ", k's weight misaligned" : "");
+    printf("%-4s matmul_swiglu gate/up/h = kg_matmul x2 + swiglu, bitwise (M %d F %d K %d)\n",
+           glu ? "ok" : "FAIL", M, F, K);
+    kg_bf16 *all[] = {X, W[0], W[1], W[2], bias[0], bias[1], bias[2], Wg, Wu};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         cudaFree(all[i]);
     for (int i = 0; i < 6; i++)
@@ -257,8 +270,14 @@ int main(void)
     ok &= check_misaligned(ctx, seed++);
     ok &= check_rows_batch_independent(ctx, 1152, 896, seed++);
     ok &= check_rows_batch_independent(ctx, 901, 4864, seed++);
-    for (int M = 1; M <= 12; M += M < 8 ? 4 : 3) /* 1, 5 (small-M path), 8, 11 (cuBLASLt) */
-        ok &= check_fused_equal_separate(ctx, M, seed += 10);
+    /* the Qwen2.5-0.5B layer; part widths not multiples of a block's 4 columns (a part's last
+     * block half empty, the next part's first block right after it); a misaligned part */
+    const fused_shape fused[3] = {
+        {{896, 128, 128}, 4864, 896, 0}, {{37, 13, 6}, 53, 72, 0}, {{40, 24, 16}, 44, 64, 4}};
+    const int fused_m[4] = {1, 5, 8, 11}; /* the small-M path's (8: its largest), cuBLASLt's */
+    for (int f = 0; f < 3; f++)
+        for (int i = 0; i < 4; i++)
+            ok &= check_fused_equal_separate(ctx, fused_m[i], &fused[f], seed += 10);
     ok &= check_f32out(ctx, 896, 4864, 64, 1, 0, seed++); /* dW += dY^T X in fp32 */
     ok &= check_f32out(ctx, 37, 53, 71, 0, 1, seed++);
     ok &= check_f32out(ctx, 37, 53, 71, 1, 1, seed++);
