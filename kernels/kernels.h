@@ -88,6 +88,18 @@ cudaError_t kg_rope(kg_bf16 *x, const int32_t *pos, const float *inv_freq, int T
  * two kg_rope calls. */
 cudaError_t kg_rope_qk(kg_bf16 *q, kg_bf16 *k, const int32_t *pos, const float *inv_freq, int T,
                        int Hq, int Hkv, int hd, int sign, cudaStream_t s);
+/* A decode step's RoPE and KV-cache write in one launch: kg_rope_qk (sign 1), then the rotated
+ * k and v [T, Hkv, hd] written to the cache at [slot[t], pos[t]] as kg_kv_write writes them
+ * (see kvcache.cu below; out-of-range tokens skipped); the bits of those two calls. */
+typedef struct {
+    kg_bf16 *k_cache, *v_cache; /* [n_slots, max_len, Hkv, hd] */
+    const kg_bf16 *v;           /* [T, Hkv, hd] */
+    const int32_t *slot;        /* [T] (device) */
+    int n_slots, max_len;
+} kg_kv_dest;
+cudaError_t kg_rope_qk_kv_write(kg_bf16 *q, kg_bf16 *k, const int32_t *pos, const float *inv_freq,
+                                int T, int Hq, int Hkv, int hd, const kg_kv_dest *dest,
+                                cudaStream_t s);
 
 /* ---- swiglu.cu: h = silu(gate) * up, gate and up [T, ffn] ---- */
 cudaError_t kg_swiglu_forward(kg_bf16 *h, const kg_bf16 *gate, const kg_bf16 *up, size_t count,

@@ -5,7 +5,12 @@
  * radians, where fast __sinf is useless) and rotates the pair (i, i + hd/2) of up to
  * ROPE_HEADS heads of that token: blockIdx.y picks the group of heads. Neighbouring threads
  * take neighbouring i, so each head's halves are read and written as contiguous runs. All of a
- * thread's loads come before its stores, so the loads of its heads are in flight together. */
+ * thread's loads come before its stores, so the loads of its heads are in flight together.
+ *
+ * One launch may rotate q and k and also write the KV cache (kg_rope_qk_kv_write: a decode
+ * step's RoPE and cache write, as kg_rope_qk then kg_kv_write): the threads of k's heads store
+ * their rotated pairs to the cache as well, and a third band of grid y copies v's heads there.
+ * The cache gets exactly the bits the two calls would give (the same values, stored). */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -24,20 +29,65 @@ typedef struct {
     int heads, groups;
 } rope_tensor;
 
-/* Rotates up to two tensors (q then k: blockIdx.y past the first's groups is the second's) */
-static __global__ void rope_kernel(rope_tensor first, rope_tensor second, const int32_t *pos,
-                                   const float *inv_freq, int T, int hd, float sgn)
+/* The KV cache a launch also writes (k_cache NULL: none); the device-side twin of kg_kv_dest. */
+typedef struct {
+    bf16 *k_cache, *v_cache;
+    const bf16 *v;
+    const int32_t *slot;
+    int n_slots, max_len;
+} rope_cache;
+
+/* Token t's row of the cache, [slot[t], pos[t]]; *ok false (and row 0) when either is out of
+ * range: the token is skipped, as kg_kv_write skips it. */
+static __device__ __forceinline__ size_t rope_cache_row(const rope_cache &c, const int32_t *pos,
+                                                        size_t t, bool *ok)
 {
-    const bool in_first = (int)blockIdx.y < first.groups;
-    bf16 *x = in_first ? first.x : second.x;
-    const int heads = in_first ? first.heads : second.heads;
-    const int h0 = ((int)blockIdx.y - (in_first ? 0 : first.groups)) * ROPE_HEADS;
+    const int sl = c.slot[t], p = pos[t];
+    *ok = sl >= 0 && sl < c.n_slots && p >= 0 && p < c.max_len;
+    return *ok ? (size_t)sl * (size_t)c.max_len + (size_t)p : 0;
+}
+
+/* Band 3 of grid y: v's heads h0 .. h0 + ROPE_HEADS - 1, pair (i, i + half) of token t, copied as
+ * they are to the cache. */
+static __device__ void rope_copy_v(const rope_cache &c, const int32_t *pos, size_t t, int i, int h0,
+                                   int heads, int hd)
+{
+    bool ok;
+    const size_t row = rope_cache_row(c, pos, t, &ok);
+    if (!ok)
+        return;
+    const int half = hd / 2;
+    const bf16 *src = c.v + (t * (size_t)heads + (size_t)h0) * (size_t)hd + (size_t)i;
+    bf16 *dst = c.v_cache + (row * (size_t)heads + (size_t)h0) * (size_t)hd + (size_t)i;
+    for (int j = 0; j < ROPE_HEADS && h0 + j < heads; j++) {
+        dst[(size_t)j * hd] = src[(size_t)j * hd];
+        dst[(size_t)j * hd + half] = src[(size_t)j * hd + half];
+    }
+}
+
+/* Rotates up to two tensors (q then k: blockIdx.y past the first's groups is the second's); with
+ * a cache, k's rotated pairs go to it too and a third band of groups copies v there. */
+static __global__ void rope_kernel(rope_tensor first, rope_tensor second, rope_cache cache,
+                                   const int32_t *pos, const float *inv_freq, int T, int hd,
+                                   float sgn)
+{
+    const int band_y = (int)blockIdx.y;
+    const bool in_first = band_y < first.groups;
+    const bool in_v = band_y >= first.groups + second.groups; /* only with a cache */
     int half = hd / 2;
     size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (size_t)T * (size_t)half)
         return;
     size_t t = idx / (size_t)half;
     int i = (int)(idx % (size_t)half);
+    if (in_v) {
+        rope_copy_v(cache, pos, t, i, (band_y - first.groups - second.groups) * ROPE_HEADS,
+                    second.heads, hd);
+        return;
+    }
+    bf16 *x = in_first ? first.x : second.x;
+    const int heads = in_first ? first.heads : second.heads;
+    const int h0 = (band_y - (in_first ? 0 : first.groups)) * ROPE_HEADS;
 
     float angle = (float)pos[t] * inv_freq[i];
     float sn, cs;
@@ -54,24 +104,39 @@ static __global__ void rope_kernel(rope_tensor first, rope_tensor second, const 
             b[j] = __bfloat162float(base[(size_t)j * hd + half]);
         }
     }
+    bool to_cache = false;
+    bf16 *cached = NULL;
+    if (!in_first && cache.k_cache) {
+        const size_t row = rope_cache_row(cache, pos, t, &to_cache);
+        if (to_cache)
+            cached = cache.k_cache + (row * (size_t)heads + (size_t)h0) * (size_t)hd + (size_t)i;
+    }
 #pragma unroll
     for (int j = 0; j < ROPE_HEADS; j++) {
         if (h0 + j < heads) {
-            base[(size_t)j * hd] = __float2bfloat16_rn(a[j] * cs - b[j] * sn);
-            base[(size_t)j * hd + half] = __float2bfloat16_rn(b[j] * cs + a[j] * sn);
+            const bf16 lo = __float2bfloat16_rn(a[j] * cs - b[j] * sn);
+            const bf16 hi = __float2bfloat16_rn(b[j] * cs + a[j] * sn);
+            base[(size_t)j * hd] = lo;
+            base[(size_t)j * hd + half] = hi;
+            if (to_cache) {
+                cached[(size_t)j * hd] = lo;
+                cached[(size_t)j * hd + half] = hi;
+            }
         }
     }
 }
 
-/* The launch of kg_rope (k NULL, Hkv 0) and kg_rope_qk. */
+/* The launch of kg_rope (k NULL, Hkv 0), kg_rope_qk and kg_rope_qk_kv_write (cache.k_cache set). */
 static cudaError_t rope_launch(kg_bf16 *q, kg_bf16 *k, const int32_t *pos, const float *inv_freq,
-                               int T, int Hq, int Hkv, int hd, int sign, cudaStream_t s)
+                               int T, int Hq, int Hkv, int hd, int sign, rope_cache cache,
+                               cudaStream_t s)
 {
     if (T < 0 || Hq <= 0 || Hkv < 0 || hd <= 0 || hd % 2 != 0 || (sign != 1 && sign != -1))
         return cudaErrorInvalidValue;
     rope_tensor first = {(bf16 *)q, Hq, (Hq + ROPE_HEADS - 1) / ROPE_HEADS};
     rope_tensor second = {(bf16 *)k, Hkv, (Hkv + ROPE_HEADS - 1) / ROPE_HEADS};
-    if (first.groups + second.groups > 65535) /* gridDim.y's limit */
+    const int v_groups = cache.k_cache ? second.groups : 0;
+    if (first.groups + second.groups + v_groups > 65535) /* gridDim.y's limit */
         return cudaErrorInvalidValue;
     if (T == 0)
         return cudaSuccess;
@@ -81,8 +146,9 @@ static cudaError_t rope_launch(kg_bf16 *q, kg_bf16 *k, const int32_t *pos, const
     size_t blocks = (pairs + ROPE_THREADS - 1) / ROPE_THREADS;
     if (blocks > 0x7fffffffu)
         return cudaErrorInvalidValue;
-    dim3 grid((unsigned)blocks, (unsigned)(first.groups + second.groups));
-    rope_kernel<<<grid, ROPE_THREADS, 0, s>>>(first, second, pos, inv_freq, T, hd, (float)sign);
+    dim3 grid((unsigned)blocks, (unsigned)(first.groups + second.groups + v_groups));
+    rope_kernel<<<grid, ROPE_THREADS, 0, s>>>(first, second, cache, pos, inv_freq, T, hd,
+                                              (float)sign);
     return cudaGetLastError();
 }
 
@@ -91,7 +157,7 @@ extern "C" {
 cudaError_t kg_rope(kg_bf16 *x, const int32_t *pos, const float *inv_freq, int T, int heads, int hd,
                     int sign, cudaStream_t s)
 {
-    return rope_launch(x, NULL, pos, inv_freq, T, heads, 0, hd, sign, s);
+    return rope_launch(x, NULL, pos, inv_freq, T, heads, 0, hd, sign, rope_cache{}, s);
 }
 
 cudaError_t kg_rope_qk(kg_bf16 *q, kg_bf16 *k, const int32_t *pos, const float *inv_freq, int T,
@@ -99,7 +165,21 @@ cudaError_t kg_rope_qk(kg_bf16 *q, kg_bf16 *k, const int32_t *pos, const float *
 {
     if (Hkv <= 0)
         return cudaErrorInvalidValue;
-    return rope_launch(q, k, pos, inv_freq, T, Hq, Hkv, hd, sign, s);
+    return rope_launch(q, k, pos, inv_freq, T, Hq, Hkv, hd, sign, rope_cache{}, s);
+}
+
+cudaError_t kg_rope_qk_kv_write(kg_bf16 *q, kg_bf16 *k, const int32_t *pos, const float *inv_freq,
+                                int T, int Hq, int Hkv, int hd, const kg_kv_dest *dest,
+                                cudaStream_t s)
+{
+    if (Hkv <= 0 || !dest || dest->n_slots <= 0 || dest->max_len <= 0)
+        return cudaErrorInvalidValue;
+    if (T > 0 && (!dest->k_cache || !dest->v_cache || !dest->v || !dest->slot))
+        return cudaErrorInvalidValue;
+    const rope_cache cache = {(bf16 *)dest->k_cache, (bf16 *)dest->v_cache,
+                              (const bf16 *)dest->v, dest->slot,
+                              dest->n_slots,         dest->max_len};
+    return rope_launch(q, k, pos, inv_freq, T, Hq, Hkv, hd, 1, cache, s);
 }
 
 } /* extern "C" */

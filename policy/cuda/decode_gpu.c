@@ -361,15 +361,13 @@ static int dec_layer(pg_run *r, pol_gpu_dec *d, int l, const append_plan *p)
     float scale = 1.0f / sqrtf((float)dm->hd);
     pg_layer_acts A = layer_view(s);
     r->layer = l;
+    /* the new tokens' k and v go to the cache in the RoPE launch (kg_rope_qk_kv_write) */
+    const kg_kv_dest cache = {kc, vc, s->v, slot, d->n_slots, d->max_len};
     if (pg_ck(r,
               kg_rmsnorm_forward(s->xn, s->rstd, s->x, pg_w(g, o->attn_norm), T, dm->D,
                                  g->cfg.rms_eps, st),
               "input_layernorm") ||
-        pg_qkv_forward(r, o, &A, T, pos) ||
-        pg_ck(r,
-              kg_kv_write(kc, vc, s->k, s->v, slot, pos, T, d->n_slots, d->max_len, dm->KV, dm->hd,
-                          st),
-              "kv cache write"))
+        pg_qkv_forward(r, o, &A, T, pos, &cache))
         return -1;
     cudaError_t e = p->fresh ? kg_attention_forward(s->att, s->lse, s->q, s->k, s->v, doc, T, dm->H,
                                                     dm->KV, dm->hd, scale, st)

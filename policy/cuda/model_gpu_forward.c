@@ -213,7 +213,8 @@ static int upload_inputs(pg_run *r, const int32_t *host)
 /* ---- the layers ---- */
 
 /* q/k/v projections (biases in the matmul's epilogue), the per-head q/k norm, RoPE */
-int pg_qkv_forward(pg_run *r, const pg_layer_off *o, pg_layer_acts *A, int N, const int32_t *pos)
+int pg_qkv_forward(pg_run *r, const pg_layer_off *o, pg_layer_acts *A, int N, const int32_t *pos,
+                   const kg_kv_dest *cache)
 {
     pol_gpu *g = r->g;
     const pol_dims *d = &g->d;
@@ -238,6 +239,10 @@ int pg_qkv_forward(pg_run *r, const pg_layer_off *o, pg_layer_acts *A, int N, co
                                         d->hd, eps, s),
                      "k_norm")))
         return -1;
+    if (cache) /* the decoder: the cache write rides on the RoPE launch */
+        return pg_ck(
+            r, kg_rope_qk_kv_write(A->q, A->k, pos, g->inv_freq, N, d->H, d->KV, d->hd, cache, s),
+            "q/k rope + kv cache write");
     return pg_ck(r, kg_rope_qk(A->q, A->k, pos, g->inv_freq, N, d->H, d->KV, d->hd, 1, s),
                  "q/k rope");
 }
@@ -256,7 +261,7 @@ static int attn_block_forward(pg_run *r, const pg_layer_off *o, pg_layer_acts *A
                  kg_rmsnorm_forward(A->xn1, A->rstd1, A->x_in, pg_w(g, o->attn_norm), N, d->D, eps,
                                     s),
                  "input_layernorm") ||
-           pg_qkv_forward(r, o, A, N, g->a.pos) ||
+           pg_qkv_forward(r, o, A, N, g->a.pos, NULL) ||
            pg_ck(r,
                  kg_attention_forward(A->att, A->lse, A->q, A->k, A->v, g->a.doc_start, N, d->H,
                                       d->KV, d->hd, scale, s),

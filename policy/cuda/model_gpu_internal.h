@@ -152,8 +152,10 @@ int pg_layer_forward(pg_run *r, int l, pg_layer_acts *A, kg_bf16 *out);
 
 /* A layer's q, k, v for N tokens at positions pos from A->xn1: the projections (biases in the
  * epilogue), the per-head q/k norm (into A->q_raw / k_raw first, rstd into A->q_rstd / k_rstd),
- * RoPE. Shared by the forward and the decoder (decode_gpu.c). */
-int pg_qkv_forward(pg_run *r, const pg_layer_off *o, pg_layer_acts *A, int N, const int32_t *pos);
+ * RoPE. Shared by the forward (cache NULL) and the decoder (decode_gpu.c), whose k and v also go
+ * to its KV cache in the RoPE launch (cache: where; its v is A->v). */
+int pg_qkv_forward(pg_run *r, const pg_layer_off *o, pg_layer_acts *A, int N, const int32_t *pos,
+                   const kg_kv_dest *cache);
 /* A layer's MLP block for N tokens from A->x_mid: post-attention norm, gate / up, SwiGLU into
  * A->act; then, unless out is NULL, out = x_mid + act Wd^T. Shared like pg_qkv_forward. */
 int pg_mlp_block_forward(pg_run *r, const pg_layer_off *o, pg_layer_acts *A, int N, kg_bf16 *out);

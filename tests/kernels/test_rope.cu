@@ -173,6 +173,63 @@ static int run_qk_case(int T, int Hq, int Hkv, int hd, int sign, uint64_t seed)
     return ok;
 }
 
+/* kg_rope_qk_kv_write = kg_rope_qk then kg_kv_write, bitwise: q and k rotated in place, and the
+ * whole cache (rows written and rows left alone; tokens with an out-of-range slot or position
+ * skipped) the same. */
+static int run_qk_cache_case(int T, int Hq, int Hkv, int hd, uint64_t seed)
+{
+    const int n_slots = 3, max_len = 16;
+    size_t nq = (size_t)T * Hq * hd, nk = (size_t)T * Hkv * hd;
+    size_t nc = (size_t)n_slots * max_len * Hkv * hd;
+    float *q = (float *)malloc(nq * 4), *k = (float *)malloc(nk * 4), *v = (float *)malloc(nk * 4);
+    float *c0 = (float *)malloc(nc * 4), *inv = (float *)malloc((size_t)hd * 2);
+    int32_t *pos = (int32_t *)malloc((size_t)T * 4), *slot = (int32_t *)malloc((size_t)T * 4);
+    kc_fill(q, nq, seed, -1.0f, 1.0f);
+    kc_fill(k, nk, seed + 1, -1.0f, 1.0f);
+    kc_fill(v, nk, seed + 2, -1.0f, 1.0f);
+    kc_fill(c0, nc, seed + 3, -1.0f, 1.0f); /* what the cache held before */
+    make_inv_freq(inv, hd, 1e6f);
+    for (int t = 0; t < T; t++) {
+        slot[t] = t % 5 == 3 ? n_slots : t % n_slots;      /* every 5th-but-2: slot out of range */
+        pos[t] = t % 7 == 5 ? max_len : (t * 3) % max_len; /* every 7th-but-5: pos out of range */
+    }
+    int32_t *pos_d, *slot_d;
+    KC_CUDA(cudaMalloc((void **)&pos_d, (size_t)T * 4));
+    KC_CUDA(cudaMalloc((void **)&slot_d, (size_t)T * 4));
+    KC_CUDA(cudaMemcpy(pos_d, pos, (size_t)T * 4, cudaMemcpyHostToDevice));
+    KC_CUDA(cudaMemcpy(slot_d, slot, (size_t)T * 4, cudaMemcpyHostToDevice));
+    float *inv_d = kc_to_dev_f(inv, (size_t)hd / 2);
+    kg_bf16 *d[9] = {kc_to_dev_bf(q, nq),  kc_to_dev_bf(k, nk),  kc_to_dev_bf(v, nk),
+                     kc_to_dev_bf(c0, nc), kc_to_dev_bf(c0, nc), kc_to_dev_bf(q, nq),
+                     kc_to_dev_bf(k, nk),  kc_to_dev_bf(c0, nc), kc_to_dev_bf(c0, nc)};
+    /* two calls: q d0, k d1, v d2, caches d3 (k) d4 (v); one call: q d5, k d6, caches d7, d8 */
+    KC_CUDA(kg_rope_qk(d[0], d[1], pos_d, inv_d, T, Hq, Hkv, hd, 1, 0));
+    KC_CUDA(kg_kv_write(d[3], d[4], d[1], d[2], slot_d, pos_d, T, n_slots, max_len, Hkv, hd, 0));
+    const kg_kv_dest dest = {d[7], d[8], d[2], slot_d, n_slots, max_len};
+    KC_CUDA(kg_rope_qk_kv_write(d[5], d[6], pos_d, inv_d, T, Hq, Hkv, hd, &dest, 0));
+    KC_CUDA(cudaDeviceSynchronize());
+    const size_t n[4] = {nq, nk, nc, nc};
+    const int pairs[4][2] = {{0, 5}, {1, 6}, {3, 7}, {4, 8}};
+    int ok = 1;
+    for (int i = 0; i < 4; i++) {
+        float *x = (float *)malloc(n[i] * 4), *y = (float *)malloc(n[i] * 4);
+        kc_from_dev_bf(x, d[pairs[i][0]], n[i]);
+        kc_from_dev_bf(y, d[pairs[i][1]], n[i]);
+        ok &= memcmp(x, y, n[i] * 4) == 0;
+        free(x), free(y);
+    }
+    printf("%-4s rope_qk_kv_write = rope_qk + kv_write bitwise (q, k, both caches) T %3d Hq %2d "
+           "Hkv %d hd %3d\n",
+           ok ? "ok" : "FAIL", T, Hq, Hkv, hd);
+    for (int i = 0; i < 9; i++)
+        KC_CUDA(cudaFree(d[i]));
+    KC_CUDA(cudaFree(pos_d));
+    KC_CUDA(cudaFree(slot_d));
+    KC_CUDA(cudaFree(inv_d));
+    free(q), free(k), free(v), free(c0), free(inv), free(pos), free(slot);
+    return ok;
+}
+
 static int expect(const char *label, cudaError_t got, cudaError_t want)
 {
     int ok = got == want;
@@ -202,6 +259,13 @@ static int run_arg_errors(void)
     ok &= expect("rope T = 0 is a no-op", kg_rope(x, pos, inv, 0, 2, 64, 1, 0), cudaSuccess);
     ok &= expect("rope_qk k NULL", kg_rope_qk(x, NULL, pos, inv, 1, 2, 2, 64, 1, 0), inval);
     ok &= expect("rope_qk Hkv = 0", kg_rope_qk(x, x, pos, inv, 1, 2, 0, 64, 1, 0), inval);
+    const kg_kv_dest no_cache = {NULL, x, x, pos, 1, 1}, no_slots = {x, x, x, pos, 0, 1};
+    ok &= expect("rope_qk_kv_write dest NULL",
+                 kg_rope_qk_kv_write(x, x, pos, inv, 1, 2, 2, 64, NULL, 0), inval);
+    ok &= expect("rope_qk_kv_write k_cache NULL",
+                 kg_rope_qk_kv_write(x, x, pos, inv, 1, 2, 2, 64, &no_cache, 0), inval);
+    ok &= expect("rope_qk_kv_write n_slots 0",
+                 kg_rope_qk_kv_write(x, x, pos, inv, 1, 2, 2, 64, &no_slots, 0), inval);
     ok &= expect("no launch error left behind", cudaDeviceSynchronize(), cudaSuccess);
     KC_CUDA(cudaFree(x));
     KC_CUDA(cudaFree(pos));
@@ -223,6 +287,9 @@ int main(void)
     ok &= run_qk_case(37, 14, 2, 64, -1, seed += 2);
     ok &= run_qk_case(3, 16, 8, 128, 1, seed += 2);
     ok &= run_qk_case(5, 5, 3, 6, 1, seed += 2);
+    ok &= run_qk_cache_case(1, 14, 2, 64, seed += 4);  /* a decode step of one sequence */
+    ok &= run_qk_cache_case(40, 14, 2, 64, seed += 4); /* several, some skipped */
+    ok &= run_qk_cache_case(9, 5, 3, 6, seed += 4);
     ok &= run_arg_errors();
     printf("%s\n", ok ? "rope: all checks passed" : "rope: FAILED");
     return ok ? 0 : 1;
