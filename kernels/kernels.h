@@ -199,18 +199,17 @@ cudaError_t kg_kv_write(kg_bf16 *k_cache, kg_bf16 *v_cache, const kg_bf16 *k, co
                         int Hkv, int hd, cudaStream_t s);
 /* One query token per sequence against its cache: q [B, Hq, hd], out [B, Hq, hd]; sequence b
  * lives in slot[b] and attends to its cached tokens 0 .. ctx_len[b] - 1 (the new token's k and
- * v written first by kg_kv_write). GQA as in attention.cu; hd 64 or 128; ctx_len[b] in
- * [1, max_len]: a sequence whose slot or ctx_len is out of range gets a NaN row (the others are
- * unaffected). fp32 math, out rounded to bf16 once.
- * Flash-decoding: the cached keys are cut into chunks (a multiple of 32 keys, chosen from B, Hkv
- * and max_len so that a batch of 1 still spreads over the GPU), one block per (chunk, kv head,
- * sequence), merged by their log-sum-exp; chunks past ctx_len[b] cost next to nothing. The chunk
- * depends on B, Hkv and max_len, so the same sequence can round differently in calls of other
- * shapes; calls of the same shape give the same bits, whatever lies past ctx_len in the cache.
- * workspace: device scratch of at least kg_decode_attention_workspace_bytes(B, Hq, hd, max_len)
- * bytes, 16-byte aligned (cudaMalloc's are); NULL, smaller or misaligned: cudaErrorInvalidValue
- * (B = 0 needs none). The call allocates nothing. The workspace is in use until the kernels end
- * (stream order). */
+ * v written first, by kg_kv_write or kg_rope_qk_kv_write). GQA as in attention.cu; hd 64 or 128;
+ * ctx_len[b] in [1, max_len]: a sequence whose slot or ctx_len is out of range gets a NaN row (the
+ * others are unaffected). fp32 math, out rounded to bf16 once. Flash-decoding: the cached keys are
+ * cut into chunks (a multiple of 32 keys, chosen from B, Hkv and max_len so that a batch of 1 still
+ * spreads over the GPU), one block per (chunk, kv head, sequence), merged by their log-sum-exp;
+ * chunks past ctx_len[b] cost next to nothing. The chunk depends on B, Hkv and max_len, so the same
+ * sequence can round differently in calls of other shapes; calls of the same shape give the same
+ * bits, whatever lies past ctx_len in the cache. workspace: device scratch of at least
+ * kg_decode_attention_workspace_bytes(B, Hq, hd, max_len) bytes, 16-byte aligned (cudaMalloc's
+ * are); NULL, smaller or misaligned: cudaErrorInvalidValue (B = 0 needs none). The call allocates
+ * nothing. The workspace is in use until the kernels end (stream order). */
 /* Bytes of workspace kg_decode_attention needs for up to B sequences (any Hkv dividing Hq): it
  * only grows with B, so one workspace sized for the largest batch serves every call. 0 for
  * invalid arguments (B <= 0, hd not 64 or 128, ...). */

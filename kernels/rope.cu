@@ -59,10 +59,21 @@ static __device__ void rope_copy_v(const rope_cache &c, const int32_t *pos, size
     const int half = hd / 2;
     const bf16 *src = c.v + (t * (size_t)heads + (size_t)h0) * (size_t)hd + (size_t)i;
     bf16 *dst = c.v_cache + (row * (size_t)heads + (size_t)h0) * (size_t)hd + (size_t)i;
-    for (int j = 0; j < ROPE_HEADS && h0 + j < heads; j++) {
-        dst[(size_t)j * hd] = src[(size_t)j * hd];
-        dst[(size_t)j * hd + half] = src[(size_t)j * hd + half];
-    }
+    /* loads first, as in the rotation: the compiler must assume the cache may overlap v, so
+     * interleaved, each head's loads would wait for the previous head's stores */
+    bf16 a[ROPE_HEADS], b[ROPE_HEADS];
+#pragma unroll
+    for (int j = 0; j < ROPE_HEADS; j++)
+        if (h0 + j < heads) {
+            a[j] = src[(size_t)j * hd];
+            b[j] = src[(size_t)j * hd + half];
+        }
+#pragma unroll
+    for (int j = 0; j < ROPE_HEADS; j++)
+        if (h0 + j < heads) {
+            dst[(size_t)j * hd] = a[j];
+            dst[(size_t)j * hd + half] = b[j];
+        }
 }
 
 /* Rotates up to two tensors (q then k: blockIdx.y past the first's groups is the second's); with
@@ -133,8 +144,9 @@ static cudaError_t rope_launch(kg_bf16 *q, kg_bf16 *k, const int32_t *pos, const
 {
     if (T < 0 || Hq <= 0 || Hkv < 0 || hd <= 0 || hd % 2 != 0 || (sign != 1 && sign != -1))
         return cudaErrorInvalidValue;
-    rope_tensor first = {(bf16 *)q, Hq, (Hq + ROPE_HEADS - 1) / ROPE_HEADS};
-    rope_tensor second = {(bf16 *)k, Hkv, (Hkv + ROPE_HEADS - 1) / ROPE_HEADS};
+    /* groups rounded up without forming heads + ROPE_HEADS - 1 (overflows near INT_MAX) */
+    rope_tensor first = {(bf16 *)q, Hq, Hq / ROPE_HEADS + (Hq % ROPE_HEADS != 0)};
+    rope_tensor second = {(bf16 *)k, Hkv, Hkv / ROPE_HEADS + (Hkv % ROPE_HEADS != 0)};
     const int v_groups = cache.k_cache ? second.groups : 0;
     if (first.groups + second.groups + v_groups > 65535) /* gridDim.y's limit */
         return cudaErrorInvalidValue;

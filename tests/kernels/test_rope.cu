@@ -173,14 +173,39 @@ static int run_qk_case(int T, int Hq, int Hkv, int hd, int sign, uint64_t seed)
     return ok;
 }
 
+/* The tokens of run_qk_cache_case. The valid ones on distinct cells (so the result does not
+ * depend on the order of the writes): slot t % n_slots, position 1 + (t / n_slots * 5) %
+ * (max_len - 2), never 0 (each k is really rotated: a copy of k before its rotation would differ)
+ * and never max_len - 1. Every 5th-but-2 has slot -1 or n_slots, every 7th-but-5 position -1 or
+ * max_len (t = 33: both): were those written, they would land on a slot's position 0 or
+ * max_len - 1, which no valid token writes, or in the guard slots around the cache. Needs
+ * T <= n_slots * (max_len - 2). */
+static void make_cache_tokens(int32_t *slot, int32_t *pos, int T, int n_slots, int max_len)
+{
+    for (int t = 0; t < T; t++) {
+        slot[t] = t % n_slots;
+        pos[t] = 1 + (t / n_slots * 5) % (max_len - 2);
+        if (t % 5 == 3)
+            slot[t] = (t / 5) % 2 ? n_slots : -1;
+        if (t % 7 == 5)
+            pos[t] = (t / 7) % 2 ? max_len : -1;
+    }
+}
+
 /* kg_rope_qk_kv_write = kg_rope_qk then kg_kv_write, bitwise: q and k rotated in place, and the
  * whole cache (rows written and rows left alone; tokens with an out-of-range slot or position
- * skipped) the same. */
+ * skipped) the same, with CACHE_GUARD slots on either side that must stay as they were. */
+#define CACHE_GUARD 2
 static int run_qk_cache_case(int T, int Hq, int Hkv, int hd, uint64_t seed)
 {
     const int n_slots = 3, max_len = 16;
+    if (T > n_slots * (max_len - 2)) {
+        printf("FAIL rope_qk_kv_write case T %d: more tokens than distinct cells\n", T);
+        return 0;
+    }
     size_t nq = (size_t)T * Hq * hd, nk = (size_t)T * Hkv * hd;
-    size_t nc = (size_t)n_slots * max_len * Hkv * hd;
+    size_t guard = (size_t)CACHE_GUARD * max_len * Hkv * hd; /* elements of the guard slots */
+    size_t nc = (size_t)(n_slots + 2 * CACHE_GUARD) * max_len * Hkv * hd;
     float *q = (float *)malloc(nq * 4), *k = (float *)malloc(nk * 4), *v = (float *)malloc(nk * 4);
     float *c0 = (float *)malloc(nc * 4), *inv = (float *)malloc((size_t)hd * 2);
     int32_t *pos = (int32_t *)malloc((size_t)T * 4), *slot = (int32_t *)malloc((size_t)T * 4);
@@ -189,10 +214,7 @@ static int run_qk_cache_case(int T, int Hq, int Hkv, int hd, uint64_t seed)
     kc_fill(v, nk, seed + 2, -1.0f, 1.0f);
     kc_fill(c0, nc, seed + 3, -1.0f, 1.0f); /* what the cache held before */
     make_inv_freq(inv, hd, 1e6f);
-    for (int t = 0; t < T; t++) {
-        slot[t] = t % 5 == 3 ? n_slots : t % n_slots;      /* every 5th-but-2: slot out of range */
-        pos[t] = t % 7 == 5 ? max_len : (t * 3) % max_len; /* every 7th-but-5: pos out of range */
-    }
+    make_cache_tokens(slot, pos, T, n_slots, max_len);
     int32_t *pos_d, *slot_d;
     KC_CUDA(cudaMalloc((void **)&pos_d, (size_t)T * 4));
     KC_CUDA(cudaMalloc((void **)&slot_d, (size_t)T * 4));
@@ -202,10 +224,12 @@ static int run_qk_cache_case(int T, int Hq, int Hkv, int hd, uint64_t seed)
     kg_bf16 *d[9] = {kc_to_dev_bf(q, nq),  kc_to_dev_bf(k, nk),  kc_to_dev_bf(v, nk),
                      kc_to_dev_bf(c0, nc), kc_to_dev_bf(c0, nc), kc_to_dev_bf(q, nq),
                      kc_to_dev_bf(k, nk),  kc_to_dev_bf(c0, nc), kc_to_dev_bf(c0, nc)};
-    /* two calls: q d0, k d1, v d2, caches d3 (k) d4 (v); one call: q d5, k d6, caches d7, d8 */
+    /* two calls: q d0, k d1, v d2, caches d3 (k) d4 (v); one call: q d5, k d6, caches d7, d8;
+     * each cache starts `guard` elements into its allocation */
     KC_CUDA(kg_rope_qk(d[0], d[1], pos_d, inv_d, T, Hq, Hkv, hd, 1, 0));
-    KC_CUDA(kg_kv_write(d[3], d[4], d[1], d[2], slot_d, pos_d, T, n_slots, max_len, Hkv, hd, 0));
-    const kg_kv_dest dest = {d[7], d[8], d[2], slot_d, n_slots, max_len};
+    KC_CUDA(kg_kv_write(d[3] + guard, d[4] + guard, d[1], d[2], slot_d, pos_d, T, n_slots, max_len,
+                        Hkv, hd, 0));
+    const kg_kv_dest dest = {d[7] + guard, d[8] + guard, d[2], slot_d, n_slots, max_len};
     KC_CUDA(kg_rope_qk_kv_write(d[5], d[6], pos_d, inv_d, T, Hq, Hkv, hd, &dest, 0));
     KC_CUDA(cudaDeviceSynchronize());
     const size_t n[4] = {nq, nk, nc, nc};
@@ -266,6 +290,21 @@ static int run_arg_errors(void)
                  kg_rope_qk_kv_write(x, x, pos, inv, 1, 2, 2, 64, &no_cache, 0), inval);
     ok &= expect("rope_qk_kv_write n_slots 0",
                  kg_rope_qk_kv_write(x, x, pos, inv, 1, 2, 2, 64, &no_slots, 0), inval);
+    const kg_kv_dest no_len = {x, x, x, pos, 1, 0}, no_v = {x, x, NULL, pos, 1, 1},
+                     no_slot = {x, x, x, NULL, 1, 1}, good = {x, x, x, pos, 1, 1},
+                     none = {NULL, NULL, NULL, NULL, 1, 1};
+    ok &= expect("rope_qk_kv_write max_len 0",
+                 kg_rope_qk_kv_write(x, x, pos, inv, 1, 2, 2, 64, &no_len, 0), inval);
+    ok &= expect("rope_qk_kv_write v NULL",
+                 kg_rope_qk_kv_write(x, x, pos, inv, 1, 2, 2, 64, &no_v, 0), inval);
+    ok &= expect("rope_qk_kv_write slot NULL",
+                 kg_rope_qk_kv_write(x, x, pos, inv, 1, 2, 2, 64, &no_slot, 0), inval);
+    ok &= expect("rope_qk_kv_write Hkv 0",
+                 kg_rope_qk_kv_write(x, x, pos, inv, 1, 2, 0, 64, &good, 0), inval);
+    ok &= expect("rope_qk_kv_write hd odd",
+                 kg_rope_qk_kv_write(x, x, pos, inv, 1, 2, 2, 63, &good, 0), inval);
+    ok &= expect("rope_qk_kv_write T = 0 is a no-op (no buffers needed)",
+                 kg_rope_qk_kv_write(NULL, NULL, NULL, NULL, 0, 2, 2, 64, &none, 0), cudaSuccess);
     ok &= expect("no launch error left behind", cudaDeviceSynchronize(), cudaSuccess);
     KC_CUDA(cudaFree(x));
     KC_CUDA(cudaFree(pos));
@@ -287,9 +326,11 @@ int main(void)
     ok &= run_qk_case(37, 14, 2, 64, -1, seed += 2);
     ok &= run_qk_case(3, 16, 8, 128, 1, seed += 2);
     ok &= run_qk_case(5, 5, 3, 6, 1, seed += 2);
-    ok &= run_qk_cache_case(1, 14, 2, 64, seed += 4);  /* a decode step of one sequence */
-    ok &= run_qk_cache_case(40, 14, 2, 64, seed += 4); /* several, some skipped */
-    ok &= run_qk_cache_case(9, 5, 3, 6, seed += 4);
+    ok &= run_qk_cache_case(1, 14, 2, 64, seed += 4);   /* a decode step of one sequence */
+    ok &= run_qk_cache_case(40, 14, 2, 64, seed += 4);  /* several, some skipped */
+    ok &= run_qk_cache_case(9, 5, 3, 6, seed += 4);     /* odd half, partial head groups */
+    ok &= run_qk_cache_case(12, 16, 8, 128, seed += 4); /* hd 128, two whole k and v groups */
+    ok &= run_qk_cache_case(42, 12, 6, 128, seed += 4); /* a partial second group; T at its most */
     ok &= run_arg_errors();
     printf("%s\n", ok ? "rope: all checks passed" : "rope: FAILED");
     return ok ? 0 : 1;
