@@ -209,11 +209,17 @@ cudaError_t kg_kv_write(kg_bf16 *k_cache, kg_bf16 *v_cache, const kg_bf16 *k, co
  * bits, whatever lies past ctx_len in the cache. workspace: device scratch of at least
  * kg_decode_attention_workspace_bytes(B, Hq, hd, max_len) bytes, 16-byte aligned (cudaMalloc's
  * are); NULL, smaller or misaligned: cudaErrorInvalidValue (B = 0 needs none). The call allocates
- * nothing. The workspace is in use until the kernels end (stream order). */
+ * nothing. The workspace is in use until the kernels end (stream order). It ends with counters
+ * that must be 0 before its first call (kg_decode_attention_workspace_init, once); every call
+ * leaves them 0. */
 /* Bytes of workspace kg_decode_attention needs for up to B sequences (any Hkv dividing Hq): it
  * only grows with B, so one workspace sized for the largest batch serves every call. 0 for
  * invalid arguments (B <= 0, hd not 64 or 128, ...). */
 size_t kg_decode_attention_workspace_bytes(int B, int Hq, int hd, int max_len);
+/* Zeroes the counters of a workspace of workspace_bytes sized for B sequences and Hq query heads
+ * (stream-ordered; the rest of the workspace needs nothing). */
+cudaError_t kg_decode_attention_workspace_init(void *workspace, size_t workspace_bytes, int B,
+                                               int Hq, cudaStream_t s);
 cudaError_t kg_decode_attention(kg_bf16 *out, const kg_bf16 *q, const kg_bf16 *k_cache,
                                 const kg_bf16 *v_cache, const int32_t *slot, const int32_t *ctx_len,
                                 int B, int Hq, int Hkv, int hd, int n_slots, int max_len,

@@ -26,10 +26,21 @@
  * memory. A sequence with one used chunk is a normalisation (o / l); an invalid one a NaN row.
  *
  * The chunk (dec_chunk) is chosen on the host from B * Hkv and max_len, so that a batch of 1 still
- * spreads over the whole GPU and a large batch does not cut its keys finer than it needs to. */
+ * spreads over the whole GPU and a large batch does not cut its keys finer than it needs to.
+ *
+ * By default the merge runs in the partial kernel's last block instead of a kernel of its own (a
+ * launch saved per layer: at batch 1 the merge kernel took 3.7 us of a ~11 us attention): each
+ * working block of a (sequence, kv head) publishes its partials (__threadfence), then counts
+ * itself on that pair's counter at the workspace's end; the block that brings the count to the
+ * number of used chunks merges the pair's G query heads, reading the partials past L1 (__ldcg),
+ * and puts the counter back to 0 for the next call. Nothing ever waits on another block. The
+ * counters must be 0 before the first call: kg_decode_attention_workspace_init.
+ * KGYM_DECODE_MERGE=kernel keeps the separate merge kernel (to measure one against the other). */
 #include <cuda_bf16.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "kernels/bf16_pack.cuh"
 #include "kernels/kernels.h"
@@ -92,6 +103,8 @@ typedef struct {
     int slices;          /* warps per query head (> 1 only when head_warps == G) */
     int vec;             /* both caches 16-byte aligned: vector loads */
     float scale;
+    int *counters;      /* [B, Hkv] working blocks done; NULL: the merge kernel merges */
+    __nv_bfloat16 *out; /* [B, Hq, HD] */
 } dec_args;
 
 template <int HD> struct dec_state {
@@ -240,6 +253,140 @@ static __device__ __forceinline__ void write_partial(const dec_args &a, size_t r
         a.ml[r] = make_float2(st.m, st.l);
 }
 
+/* A row of NaN (an invalid sequence's), written by the whole block */
+template <int HD> static __device__ __forceinline__ void nan_row(__nv_bfloat16 *ob)
+{
+    for (int d = threadIdx.x; d < HD; d += blockDim.x)
+        ob[d] = __float2bfloat16(__int_as_float(0x7fc00000));
+}
+
+/* slices > 1: slice 0 (warp w = wh * slices) combines its head's slices, warps w .. w + slices -
+ * 1, by their max (slice 0 holds the chunk's first tile, so M is finite; a slice without tiles
+ * has m -inf and weighs 0), into partial row r */
+template <int HD>
+static __device__ void combine_slices(const dec_args &a, const float (*stash)[HD + 4], int w,
+                                      size_t r)
+{
+    constexpr int E = HD / 32;
+    const int lane = threadIdx.x & 31;
+    float M = -INFINITY;
+    for (int i = 0; i < a.slices; i++)
+        M = fmaxf(M, stash[w + i][HD]);
+    dec_state<HD> st;
+    st.m = M;
+    st.l = 0.f;
+#pragma unroll
+    for (int e = 0; e < E; e++)
+        st.acc[e] = 0.f;
+    for (int i = 0; i < a.slices; i++) {
+        const float *si = stash[w + i], mi = si[HD];
+        const float f = mi == -INFINITY ? 0.f : __expf(mi - M);
+        st.l = fmaf(f, si[HD + 1], st.l);
+#pragma unroll
+        for (int e = 0; e < E; e++)
+            st.acc[e] = fmaf(f, si[lane * E + e], st.acc[e]);
+    }
+    write_partial<HD>(a, r, st);
+}
+
+/* Output row bh = (b, h) of a valid sequence of len keys, by the whole block (at most
+ * DEC_MERGE_WARPS warps; every thread must call it): sum_c e^(m_c - M) o_c / sum_c e^(m_c - M)
+ * l_c over the chunks that hold keys (every one of them has a finite m_c). The partials are read
+ * past L1 (__ldcg): in the partial kernel's last block they were written by other blocks during
+ * this kernel, and an earlier call's merge on this SM may have left the same addresses in L1. */
+template <int HD>
+static __device__ void merge_row(__nv_bfloat16 *ob, const dec_args &a, int bh, int len)
+{
+    constexpr int E = HD / 32;
+    __shared__ float wmax[DEC_MERGE_WARPS];
+    /* each warp's sum of rescaled o, its sum of rescaled l at HD */
+    __shared__ __align__(16) float wsum[DEC_MERGE_WARPS][HD + 4];
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const int used = (len + a.chunk - 1) / a.chunk;
+    const size_t r0 = (size_t)bh * a.n_chunks;
+    if (used == 1) { /* nothing to combine (block-uniform) */
+        const float l = __ldcg(&a.ml[r0]).y;
+        for (int d = threadIdx.x; d < HD; d += blockDim.x)
+            ob[d] = __float2bfloat16(__ldcg(a.o + r0 * HD + d) / l);
+        return;
+    }
+    __syncthreads(); /* the block's previous row is done with wmax and wsum */
+    float m = -INFINITY;
+    for (int c = threadIdx.x; c < used; c += blockDim.x)
+        m = fmaxf(m, __ldcg(&a.ml[r0 + c]).x);
+    m = warp_max(m);
+    if (lane == 0)
+        wmax[w] = m;
+    __syncthreads();
+    float M = wmax[0];
+    for (int i = 1; i < nw; i++)
+        M = fmaxf(M, wmax[i]);
+
+    float l = 0.f, acc[E];
+#pragma unroll
+    for (int e = 0; e < E; e++)
+        acc[e] = 0.f;
+        /* unrolled so that a warp has several chunks' loads in flight */
+#pragma unroll 4
+    for (int c = w; c < used; c += nw) {
+        const float2 mc = __ldcg(&a.ml[r0 + c]);
+        const float f = __expf(mc.x - M);
+        const float *oc = a.o + (r0 + c) * HD + lane * E;
+        float v[E];
+        if constexpr (HD == 64) {
+            const float2 t = __ldcg((const float2 *)oc);
+            v[0] = t.x, v[1] = t.y;
+        } else {
+            const float4 t = __ldcg((const float4 *)oc);
+            v[0] = t.x, v[1] = t.y, v[2] = t.z, v[3] = t.w;
+        }
+        l = fmaf(f, mc.y, l);
+#pragma unroll
+        for (int e = 0; e < E; e++)
+            acc[e] = fmaf(f, v[e], acc[e]);
+    }
+#pragma unroll
+    for (int e = 0; e < E; e++)
+        wsum[w][lane * E + e] = acc[e];
+    if (lane == 0)
+        wsum[w][HD] = l;
+    __syncthreads();
+    for (int d = threadIdx.x; d < HD; d += blockDim.x) {
+        float num = 0.f, den = 0.f;
+        for (int i = 0; i < nw; i++) {
+            num += wsum[i][d];
+            den += wsum[i][HD];
+        }
+        ob[d] = __float2bfloat16(num / den);
+    }
+}
+
+/* After a working partial block of (sequence b, kv head hk) has written its partials: counts it,
+ * and the block that completes the count merges the pair's G output rows (see the top). Every
+ * thread of the block must call it. */
+template <int HD> static __device__ void merge_if_last(const dec_args &a, int b, int hk, int len)
+{
+    __shared__ int last;
+    __threadfence(); /* this thread's partials, visible before the block is counted */
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int *ctr = a.counters + (size_t)b * a.Hkv + hk;
+        const int used = (len + a.chunk - 1) / a.chunk;
+        last = atomicAdd(ctr, 1) == used - 1;
+        if (last)
+            *ctr = 0; /* every working block has counted: ready for the next call */
+    }
+    __syncthreads();
+    if (!last)
+        return;
+    __threadfence();
+    const int G = a.Hq / a.Hkv;
+    for (int g = 0; g < G; g++) {
+        const int bh = b * a.Hq + hk * G + g;
+        merge_row<HD>(a.out + (size_t)bh * HD, a, bh, len);
+    }
+}
+
 /* Partials of (chunk blockIdx.x, kv head blockIdx.y, sequence blockIdx.z). Warp w is query head
  * slot w / slices (heads g, g + head_warps, ...) and tile slice w % slices. */
 template <int HD>
@@ -254,6 +401,9 @@ static __global__ void __launch_bounds__(DEC_HEAD_WARPS * 32, DEC_PARTIAL_MIN_BL
     const int c = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
     int sl;
     const int len = dec_len(a, b, &sl), j0 = c * a.chunk;
+    if (len == 0 && c == 0 && a.counters) /* an invalid sequence: its kv head's NaN rows */
+        for (int g = 0; g < a.Hq / a.Hkv; g++)
+            nan_row<HD>(a.out + ((size_t)b * a.Hq + hk * (a.Hq / a.Hkv) + g) * HD);
     if (j0 >= len) /* past ctx_len, or an invalid sequence (len 0): the merge never reads it */
         return;
     const int n = min(a.chunk, len - j0);
@@ -283,110 +433,28 @@ static __global__ void __launch_bounds__(DEC_HEAD_WARPS * 32, DEC_PARTIAL_MIN_BL
             }
         }
     }
-    if (a.slices == 1)
-        return; /* block-uniform */
-    __syncthreads();
-    if (ws != 0)
-        return;
-    /* slice 0 (warp w = wh * slices) combines its head's slices, warps w .. w + slices - 1, by
-     * their max (slice 0 holds the chunk's first tile, so M is finite; a slice without tiles
-     * has m -inf and weighs 0) */
-    float M = -INFINITY;
-    for (int i = 0; i < a.slices; i++)
-        M = fmaxf(M, stash[w + i][HD]);
-    dec_state<HD> st;
-    st.m = M;
-    st.l = 0.f;
-#pragma unroll
-    for (int e = 0; e < E; e++)
-        st.acc[e] = 0.f;
-    for (int i = 0; i < a.slices; i++) {
-        const float *si = stash[w + i], mi = si[HD];
-        const float f = mi == -INFINITY ? 0.f : __expf(mi - M);
-        st.l = fmaf(f, si[HD + 1], st.l);
-#pragma unroll
-        for (int e = 0; e < E; e++)
-            st.acc[e] = fmaf(f, si[lane * E + e], st.acc[e]);
+    if (a.slices > 1) { /* block-uniform */
+        __syncthreads();
+        if (ws == 0)
+            combine_slices<HD>(a, stash, w, ((size_t)b * a.Hq + hk * G + wh) * a.n_chunks + c);
     }
-    write_partial<HD>(a, ((size_t)b * a.Hq + hk * G + wh) * a.n_chunks + c, st);
+    if (a.counters)
+        merge_if_last<HD>(a, b, hk, len);
 }
 
-/* out row (b, h) = blockIdx.x: sum_c e^(m_c - M) o_c / sum_c e^(m_c - M) l_c over the chunks
- * that hold keys (every one of them has a finite m_c). */
+/* out row (b, h) = blockIdx.x, when the partial kernel's last blocks do not merge */
 template <int HD>
 static __global__ void __launch_bounds__(DEC_MERGE_WARPS * 32)
     decode_merge_kernel(__nv_bfloat16 *out, dec_args a)
 {
-    constexpr int E = HD / 32;
-    __shared__ float wmax[DEC_MERGE_WARPS];
-    /* each warp's sum of rescaled o, its sum of rescaled l at HD */
-    __shared__ __align__(16) float wsum[DEC_MERGE_WARPS][HD + 4];
     const int bh = blockIdx.x, b = bh / a.Hq;
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
     __nv_bfloat16 *ob = out + (size_t)bh * HD;
     int sl;
     const int len = dec_len(a, b, &sl);
-    if (len == 0) { /* invalid slot or ctx_len: a NaN row, as documented */
-        for (int d = threadIdx.x; d < HD; d += blockDim.x)
-            ob[d] = __float2bfloat16(__int_as_float(0x7fc00000));
-        return;
-    }
-    const int used = (len + a.chunk - 1) / a.chunk;
-    const size_t r0 = (size_t)bh * a.n_chunks;
-    if (used == 1) { /* nothing to combine */
-        const float l = a.ml[r0].y;
-        for (int d = threadIdx.x; d < HD; d += blockDim.x)
-            ob[d] = __float2bfloat16(a.o[r0 * HD + d] / l);
-        return;
-    }
-    float m = -INFINITY;
-    for (int c = threadIdx.x; c < used; c += blockDim.x)
-        m = fmaxf(m, a.ml[r0 + c].x);
-    m = warp_max(m);
-    if (lane == 0)
-        wmax[w] = m;
-    __syncthreads();
-    float M = wmax[0];
-    for (int i = 1; i < nw; i++)
-        M = fmaxf(M, wmax[i]);
-
-    float l = 0.f, acc[E];
-#pragma unroll
-    for (int e = 0; e < E; e++)
-        acc[e] = 0.f;
-        /* unrolled so that a warp has several chunks' loads in flight */
-#pragma unroll 4
-    for (int c = w; c < used; c += nw) {
-        const float2 mc = a.ml[r0 + c];
-        const float f = __expf(mc.x - M);
-        const float *oc = a.o + (r0 + c) * HD + lane * E;
-        float v[E];
-        if constexpr (HD == 64) {
-            const float2 t = *(const float2 *)oc;
-            v[0] = t.x, v[1] = t.y;
-        } else {
-            const float4 t = *(const float4 *)oc;
-            v[0] = t.x, v[1] = t.y, v[2] = t.z, v[3] = t.w;
-        }
-        l = fmaf(f, mc.y, l);
-#pragma unroll
-        for (int e = 0; e < E; e++)
-            acc[e] = fmaf(f, v[e], acc[e]);
-    }
-#pragma unroll
-    for (int e = 0; e < E; e++)
-        wsum[w][lane * E + e] = acc[e];
-    if (lane == 0)
-        wsum[w][HD] = l;
-    __syncthreads();
-    for (int d = threadIdx.x; d < HD; d += blockDim.x) {
-        float num = 0.f, den = 0.f;
-        for (int i = 0; i < nw; i++) {
-            num += wsum[i][d];
-            den += wsum[i][HD];
-        }
-        ob[d] = __float2bfloat16(num / den);
-    }
+    if (len == 0) /* invalid slot or ctx_len: a NaN row, as documented */
+        nan_row<HD>(ob);
+    else
+        merge_row<HD>(ob, a, bh, len);
 }
 
 /* ---- decode attention: host side ---- */
@@ -440,7 +508,7 @@ static cudaError_t decode_launch(__nv_bfloat16 *out, dec_args a, int B, cudaStre
     const dim3 grid(a.n_chunks, a.Hkv, B);
     decode_partial_kernel<HD><<<grid, a.head_warps * a.slices * 32, 0, s>>>(a);
     cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess)
+    if (e != cudaSuccess || a.counters) /* merged by the partial kernel's last blocks */
         return e;
     const int merge_warps = a.n_chunks < DEC_MERGE_WARPS ? a.n_chunks : DEC_MERGE_WARPS;
     decode_merge_kernel<HD><<<B * a.Hq, merge_warps * 32, 0, s>>>(out, a);
@@ -470,11 +538,40 @@ cudaError_t kg_kv_write(kg_bf16 *k_cache, kg_bf16 *v_cache, const kg_bf16 *k, co
     return cudaGetLastError();
 }
 
+/* The merge counters: [B, Hkv] ints at the workspace's end, room for B * Hq of them. A call with
+ * fewer sequences uses the tail of that room, which no call's partials reach (a workspace of B
+ * sequences holds the partials of B and the counters of B past them). */
+static int *dec_counters(void *workspace, size_t workspace_bytes, int B, int Hq)
+{
+    const uintptr_t end = ((uintptr_t)workspace + workspace_bytes) & ~(uintptr_t)3;
+    return (int *)(end - (size_t)B * (size_t)Hq * sizeof(int));
+}
+
+/* KGYM_DECODE_MERGE=kernel: the separate merge kernel (read once; a static is thread-safe) */
+static bool merge_in_partial_kernel(void)
+{
+    static const bool in_partial = [] {
+        const char *v = getenv("KGYM_DECODE_MERGE");
+        return !(v && strcmp(v, "kernel") == 0);
+    }();
+    return in_partial;
+}
+
 size_t kg_decode_attention_workspace_bytes(int B, int Hq, int hd, int max_len)
 {
     if (B <= 0 || Hq <= 0 || (hd != 64 && hd != 128) || max_len <= 0)
         return 0;
-    return dec_rows_bound(B, Hq, max_len) * dec_row_bytes(hd);
+    return dec_rows_bound(B, Hq, max_len) * dec_row_bytes(hd) + (size_t)B * Hq * sizeof(int);
+}
+
+cudaError_t kg_decode_attention_workspace_init(void *workspace, size_t workspace_bytes, int B,
+                                               int Hq, cudaStream_t s)
+{
+    if (!workspace || B <= 0 || Hq <= 0 || (uintptr_t)workspace % 16 != 0 ||
+        workspace_bytes < (size_t)B * Hq * sizeof(int) + 4)
+        return cudaErrorInvalidValue;
+    return cudaMemsetAsync(dec_counters(workspace, workspace_bytes, B, Hq), 0,
+                           (size_t)B * Hq * sizeof(int), s);
 }
 
 cudaError_t kg_decode_attention(kg_bf16 *out, const kg_bf16 *q, const kg_bf16 *k_cache,
@@ -517,6 +614,8 @@ cudaError_t kg_decode_attention(kg_bf16 *out, const kg_bf16 *q, const kg_bf16 *k
     const size_t rows = (size_t)B * Hq * a.n_chunks;
     a.o = (float *)workspace;
     a.ml = (float2 *)((char *)workspace + rows * hd * sizeof(float));
+    a.out = (__nv_bfloat16 *)out;
+    a.counters = merge_in_partial_kernel() ? dec_counters(workspace, workspace_bytes, B, Hq) : NULL;
     return hd == 64 ? decode_launch<64>((__nv_bfloat16 *)out, a, B, s)
                     : decode_launch<128>((__nv_bfloat16 *)out, a, B, s);
 }

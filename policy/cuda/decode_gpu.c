@@ -170,6 +170,13 @@ int pol_gpu_dec_create(pol_gpu_dec **out, pol_gpu *g, int n_slots, int max_len, 
     }
     used = 0;
     carve(g, &d->s, d->arena, &used, (size_t)max_tokens, (size_t)R, ws, attn_ws);
+    if (pg_ck(&r,
+              kg_decode_attention_workspace_init(d->s.attn_ws, d->s.attn_ws_bytes, max_tokens,
+                                                 g->d.H, g->stream),
+              "decode attention workspace")) {
+        pol_gpu_dec_free(d);
+        return -1;
+    }
     *out = d;
     return 0;
 }

@@ -356,6 +356,7 @@ static void ws_alloc(dec_ws *w, int B, int Hq, int hd, int max_len)
     KC_CUDA(cudaMalloc((void **)&w->buf, w->bytes + WS_GUARD));
     KC_CUDA(cudaMemset(w->buf, NAN_BYTE, w->bytes));
     KC_CUDA(cudaMemset(w->buf + w->bytes, WS_GUARD_BYTE, WS_GUARD));
+    KC_CUDA(kg_decode_attention_workspace_init(w->buf, w->bytes, B, Hq, 0)); /* the counters */
 }
 
 /* frees w; 0 and a FAIL line when a kernel wrote past its stated size */
@@ -435,6 +436,18 @@ static int check_decode(const char *name, int Hq, int Hkv, int hd, int n_slots, 
     KC_CUDA(decode(out_d, q_d, &c, slot_d, ctx_d, B, Hq, scale, &w));
     KC_CUDA(cudaDeviceSynchronize());
     float *got = get_bf(out_d, (size_t)B * qrow);
+    /* the same call twice more on the same workspace, out reset to NaN bytes first: the same
+     * bits each time (the merge counters at the workspace's end come back to 0 after a call, so
+     * every call merges and writes every row again) */
+    int again_same = 1;
+    for (int rep = 0; rep < 2; rep++) {
+        KC_CUDA(cudaMemset(out_d, NAN_BYTE, (size_t)B * qrow * sizeof *out_d));
+        KC_CUDA(decode(out_d, q_d, &c, slot_d, ctx_d, B, Hq, scale, &w));
+        KC_CUDA(cudaDeviceSynchronize());
+        float *again = get_bf(out_d, (size_t)B * qrow);
+        again_same &= memcmp(again, got, (size_t)B * qrow * sizeof *got) == 0;
+        free(again);
+    }
 
     /* the valid rows, packed in the reference's order; NaN count of the invalid ones */
     size_t nv = 0, not_nan = 0, ninv = 0;
@@ -458,6 +471,9 @@ static int check_decode(const char *name, int Hq, int Hkv, int hd, int n_slots, 
                  Hkv, hd);
         ok &= report(label, not_nan == 0, "%zu rows, %zu values not NaN", ninv, not_nan);
     }
+    snprintf(label, sizeof label, "decode %s Hq %2d Hkv %d hd %3d B %2d: repeated calls", name, Hq,
+             Hkv, hd, B);
+    ok &= report(label, again_same, "3 calls on one workspace, the same bits");
     ok &= ws_free(&w, label);
 
     cache_free(&c);

@@ -78,6 +78,7 @@ static void bench_decode(int B, int ctx, int max_len)
     free(h);
     c.ws_bytes = kg_decode_attention_workspace_bytes(B, HQ, HD, max_len);
     KC_CUDA(cudaMalloc(&c.ws, c.ws_bytes));
+    KC_CUDA(kg_decode_attention_workspace_init(c.ws, c.ws_bytes, B, HQ, 0));
 
     const double bytes = 2.0 * B * ctx * HKV * HD * sizeof(kg_bf16);
     const float ms = kc_time_ms(run_decode, &c, 5, 50);
