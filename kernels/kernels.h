@@ -217,7 +217,8 @@ cudaError_t kg_kv_write(kg_bf16 *k_cache, kg_bf16 *v_cache, const kg_bf16 *k, co
  * invalid arguments (B <= 0, hd not 64 or 128, ...). */
 size_t kg_decode_attention_workspace_bytes(int B, int Hq, int hd, int max_len);
 /* Zeroes the counters of a workspace of workspace_bytes sized for B sequences and Hq query heads
- * (stream-ordered; the rest of the workspace needs nothing). */
+ * (stream-ordered; the rest of the workspace needs nothing). The counters sit at the end of
+ * workspace_bytes: every call must pass the same workspace_bytes as this one. */
 cudaError_t kg_decode_attention_workspace_init(void *workspace, size_t workspace_bytes, int B,
                                                int Hq, cudaStream_t s);
 cudaError_t kg_decode_attention(kg_bf16 *out, const kg_bf16 *q, const kg_bf16 *k_cache,
