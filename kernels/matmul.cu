@@ -363,12 +363,18 @@ template <int R> static cudaError_t small_m_run(const sm_args &a, int M, cudaStr
     }
 }
 
+static bool matmul_args_ok(kg_matmul_ctx *ctx, const void *C, const void *A, const void *B,
+                           const kg_bf16 *bias, int M, int N, int K, float beta)
+{
+    return ctx && C && A && B && M > 0 && N > 0 && K > 0 && !(bias && beta != 0.0f);
+}
+
 /* The one call both entry points make: C (of c_type) = op(A) op(B) (+ bias) (+ beta C). */
 static cudaError_t matmul_run(kg_matmul_ctx *ctx, void *C, cudaDataType_t c_type, const kg_bf16 *A,
                               const kg_bf16 *B, const kg_bf16 *bias, int M, int N, int K,
                               int trans_a, int trans_b, float beta, cudaStream_t s)
 {
-    if (!ctx || !C || !A || !B || M <= 0 || N <= 0 || K <= 0 || (bias && beta != 0.0f))
+    if (!matmul_args_ok(ctx, C, A, B, bias, M, N, K, beta))
         return cudaErrorInvalidValue;
     /* C^T [N, M] = op(B)^T [N, K] . op(A)^T [K, M] */
     lt_operand first = as_transposed(K, N, trans_b);  /* op(B) is [K, N] */
@@ -394,10 +400,20 @@ static cudaError_t matmul_run(kg_matmul_ctx *ctx, void *C, cudaDataType_t c_type
     return rc;
 }
 
-static bool matmul_args_ok(kg_matmul_ctx *ctx, const void *C, const void *A, const void *B,
-                           const kg_bf16 *bias, int M, int N, int K, float beta)
+/* The small-M kernel's arguments for parts [n_parts] of X [M, K] (h: R = 2's SwiGLU output). */
+static sm_args small_m_args(const kg_bf16 *X, const kg_matmul_part *parts, int n_parts, int K,
+                            float beta, kg_bf16 *h)
 {
-    return ctx && C && A && B && M > 0 && N > 0 && K > 0 && !(bias && beta != 0.0f);
+    sm_args a = {};
+    for (int i = 0; i < n_parts; i++)
+        a.part[i] = {(__nv_bfloat16 *)parts[i].C, (const __nv_bfloat16 *)parts[i].W,
+                     (const __nv_bfloat16 *)parts[i].bias, parts[i].N};
+    a.n_parts = n_parts;
+    a.X = (const __nv_bfloat16 *)X;
+    a.K = K;
+    a.beta = beta;
+    a.h = (__nv_bfloat16 *)h;
+    return a;
 }
 
 extern "C" cudaError_t kg_matmul(kg_matmul_ctx *ctx, kg_bf16 *C, const kg_bf16 *A, const kg_bf16 *B,
@@ -406,13 +422,8 @@ extern "C" cudaError_t kg_matmul(kg_matmul_ctx *ctx, kg_bf16 *C, const kg_bf16 *
 {
     if (matmul_args_ok(ctx, C, A, B, bias, M, N, K, beta) &&
         small_m_fits(A, B, M, K, trans_a, trans_b) && small_m_enabled()) {
-        sm_args a = {};
-        a.part[0] = {(__nv_bfloat16 *)C, (const __nv_bfloat16 *)B, (const __nv_bfloat16 *)bias, N};
-        a.n_parts = 1;
-        a.X = (const __nv_bfloat16 *)A;
-        a.K = K;
-        a.beta = beta;
-        return small_m_run<1>(a, M, s);
+        const kg_matmul_part one = {C, B, bias, N};
+        return small_m_run<1>(small_m_args(A, &one, 1, K, beta, NULL), M, s);
     }
     return matmul_run(ctx, C, CUDA_R_16BF, A, B, bias, M, N, K, trans_a, trans_b, beta, s);
 }
@@ -444,14 +455,7 @@ extern "C" cudaError_t kg_matmul_parts(kg_matmul_ctx *ctx, const kg_bf16 *X,
         }
         return cudaSuccess;
     }
-    sm_args a = {};
-    for (int i = 0; i < n_parts; i++)
-        a.part[i] = {(__nv_bfloat16 *)parts[i].C, (const __nv_bfloat16 *)parts[i].W,
-                     (const __nv_bfloat16 *)parts[i].bias, parts[i].N};
-    a.n_parts = n_parts;
-    a.X = (const __nv_bfloat16 *)X;
-    a.K = K;
-    return small_m_run<1>(a, M, s);
+    return small_m_run<1>(small_m_args(X, parts, n_parts, K, 0.0f, NULL), M, s);
 }
 
 extern "C" cudaError_t kg_matmul_swiglu(kg_matmul_ctx *ctx, kg_bf16 *h, kg_bf16 *gate, kg_bf16 *up,
@@ -468,14 +472,7 @@ extern "C" cudaError_t kg_matmul_swiglu(kg_matmul_ctx *ctx, kg_bf16 *h, kg_bf16 
             e = kg_matmul(ctx, up, X, Wu, NULL, M, F, K, 0, 1, 0.0f, s);
         return e == cudaSuccess ? kg_swiglu_forward(h, gate, up, (size_t)M * F, s) : e;
     }
-    sm_args a = {};
-    a.part[0] = {(__nv_bfloat16 *)gate, (const __nv_bfloat16 *)Wg, NULL, F};
-    a.part[1] = {(__nv_bfloat16 *)up, (const __nv_bfloat16 *)Wu, NULL, F};
-    a.n_parts = 2;
-    a.X = (const __nv_bfloat16 *)X;
-    a.K = K;
-    a.h = (__nv_bfloat16 *)h;
-    return small_m_run<2>(a, M, s);
+    return small_m_run<2>(small_m_args(X, both, 2, K, 0.0f, h), M, s);
 }
 
 extern "C" cudaError_t kg_matmul_f32out(kg_matmul_ctx *ctx, float *C, const kg_bf16 *A,

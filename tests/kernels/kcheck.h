@@ -110,6 +110,18 @@ static inline void kc_from_dev_bf(float *f, const kg_bf16 *d, size_t n)
     free(h);
 }
 
+/* 1 when the device bf16 arrays a and b [n] hold the same bits */
+static inline int kc_dev_bf_equal(const kg_bf16 *a, const kg_bf16 *b, size_t n)
+{
+    kg_bf16 *x = (kg_bf16 *)malloc(n * sizeof *x), *y = (kg_bf16 *)malloc(n * sizeof *y);
+    KC_CUDA(cudaMemcpy(x, a, n * sizeof *x, cudaMemcpyDeviceToHost));
+    KC_CUDA(cudaMemcpy(y, b, n * sizeof *y, cudaMemcpyDeviceToHost));
+    const int eq = memcmp(x, y, n * sizeof *x) == 0;
+    free(x);
+    free(y);
+    return eq;
+}
+
 static inline void kc_from_dev_f(float *f, const float *d, size_t n)
 {
     KC_CUDA(cudaMemcpy(f, d, n * sizeof *f, cudaMemcpyDeviceToHost));

@@ -117,17 +117,6 @@ static int check_rows_batch_independent(kg_matmul_ctx *ctx, int N, int K, uint64
     return ok;
 }
 
-/* bf16 [n] from the device, bitwise equal to another */
-static int dev_equal(const kg_bf16 *a, const kg_bf16 *b, size_t n)
-{
-    uint16_t *x = (uint16_t *)malloc(n * 2), *y = (uint16_t *)malloc(n * 2);
-    KC_CUDA(cudaMemcpy(x, a, n * 2, cudaMemcpyDeviceToHost));
-    KC_CUDA(cudaMemcpy(y, b, n * 2, cudaMemcpyDeviceToHost));
-    int eq = memcmp(x, y, n * 2) == 0;
-    free(x), free(y);
-    return eq;
-}
-
 static kg_bf16 *dev_random(size_t n, uint64_t seed)
 {
     float *f = (float *)malloc(n * 4);
@@ -182,9 +171,9 @@ static int check_fused_equal_separate(kg_matmul_ctx *ctx, int M, const fused_sha
     KC_CUDA(cudaDeviceSynchronize());
     int parts = 1, glu = 1;
     for (int i = 0; i < 3; i++)
-        parts &= dev_equal(o[i], r[i], n[i]);
+        parts &= kc_dev_bf_equal(o[i], r[i], n[i]);
     for (int i = 3; i < 6; i++)
-        glu &= dev_equal(o[i], r[i], n[i]);
+        glu &= kc_dev_bf_equal(o[i], r[i], n[i]);
     printf("%-4s matmul_parts q/k/v = three kg_matmul, bitwise (M %d N %d/%d/%d K %d%s)\n",
            parts ? "ok" : "FAIL", M, sh->N[0], sh->N[1], sh->N[2], K,
            sh->w1_off ? ", k's weight misaligned" : "");

@@ -143,8 +143,6 @@ static int run_qk_case(int T, int Hq, int Hkv, int hd, int sign, uint64_t seed)
     size_t nq = (size_t)T * Hq * hd, nk = (size_t)T * Hkv * hd;
     float *q = (float *)malloc(nq * 4), *k = (float *)malloc(nk * 4),
           *inv = (float *)malloc(hd * 2);
-    float *q1 = (float *)malloc(nq * 4), *k1 = (float *)malloc(nk * 4);
-    float *q2 = (float *)malloc(nq * 4), *k2 = (float *)malloc(nk * 4);
     int32_t *pos = (int32_t *)malloc((size_t)T * 4), *pos_d;
     kc_fill(q, nq, seed, -1.0f, 1.0f);
     kc_fill(k, nk, seed + 1, -1.0f, 1.0f);
@@ -159,9 +157,7 @@ static int run_qk_case(int T, int Hq, int Hkv, int hd, int sign, uint64_t seed)
     KC_CUDA(kg_rope(ka, pos_d, inv_d, T, Hkv, hd, sign, 0));
     KC_CUDA(kg_rope_qk(qb, kb, pos_d, inv_d, T, Hq, Hkv, hd, sign, 0));
     KC_CUDA(cudaDeviceSynchronize());
-    kc_from_dev_bf(q1, qa, nq), kc_from_dev_bf(k1, ka, nk);
-    kc_from_dev_bf(q2, qb, nq), kc_from_dev_bf(k2, kb, nk);
-    int ok = memcmp(q1, q2, nq * 4) == 0 && memcmp(k1, k2, nk * 4) == 0;
+    int ok = kc_dev_bf_equal(qa, qb, nq) && kc_dev_bf_equal(ka, kb, nk);
     printf("%-4s rope_qk = rope(q), rope(k) bitwise T %4d Hq %2d Hkv %d hd %3d sign %+d\n",
            ok ? "ok" : "FAIL", T, Hq, Hkv, hd, sign);
     kg_bf16 *dev[] = {qa, ka, qb, kb};
@@ -169,7 +165,7 @@ static int run_qk_case(int T, int Hq, int Hkv, int hd, int sign, uint64_t seed)
         KC_CUDA(cudaFree(dev[i]));
     KC_CUDA(cudaFree(pos_d));
     KC_CUDA(cudaFree(inv_d));
-    free(q), free(k), free(inv), free(q1), free(k1), free(q2), free(k2), free(pos);
+    free(q), free(k), free(inv), free(pos);
     return ok;
 }
 
@@ -235,13 +231,8 @@ static int run_qk_cache_case(int T, int Hq, int Hkv, int hd, uint64_t seed)
     const size_t n[4] = {nq, nk, nc, nc};
     const int pairs[4][2] = {{0, 5}, {1, 6}, {3, 7}, {4, 8}};
     int ok = 1;
-    for (int i = 0; i < 4; i++) {
-        float *x = (float *)malloc(n[i] * 4), *y = (float *)malloc(n[i] * 4);
-        kc_from_dev_bf(x, d[pairs[i][0]], n[i]);
-        kc_from_dev_bf(y, d[pairs[i][1]], n[i]);
-        ok &= memcmp(x, y, n[i] * 4) == 0;
-        free(x), free(y);
-    }
+    for (int i = 0; i < 4; i++)
+        ok &= kc_dev_bf_equal(d[pairs[i][0]], d[pairs[i][1]], n[i]);
     printf("%-4s rope_qk_kv_write = rope_qk + kv_write bitwise (q, k, both caches) T %3d Hq %2d "
            "Hkv %d hd %3d\n",
            ok ? "ok" : "FAIL", T, Hq, Hkv, hd);
