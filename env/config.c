@@ -30,6 +30,7 @@ void config_defaults(server_config *cfg)
     cfg->workspace_max_inodes = 65536;
     snprintf(cfg->gpus, sizeof cfg->gpus, "all");
     cfg->eval_timeout_s = 900;
+    cfg->build_cache_max_bytes = 20ull << 30;
     cfg->limits = (tool_limits){
         .disk_quota_bytes = 256ull << 20,
         .max_file_bytes = 8ull << 20,
@@ -107,6 +108,7 @@ static const config_key KEYS[] = {
     {"sandbox_python", K_STR, OFF(sandbox_python), 0, 0,
      sizeof(((server_config *)0)->sandbox_python), false},
     {"workspace_max_inodes", K_INT, OFF(workspace_max_inodes), 64, 100000000, 0, false},
+    {"build_cache_max_bytes", K_U64, OFF(build_cache_max_bytes), 0, 1e15, 0, false},
     {"disk_quota_bytes", K_U64, LIM(disk_quota_bytes), 4096, 1e15, 0, false},
     {"max_file_bytes", K_U64, LIM(max_file_bytes), 1024, 1e12, 0, false},
     {"max_output_chars", K_SIZE, LIM(max_output_chars), 256, 1 << 30, 0, false},

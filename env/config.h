@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "tools/tool.h"
 
@@ -42,6 +43,7 @@ typedef struct server_config {
     /* evaluation (Compile, Verify, Profile, Submit): the Python is sandbox_python */
     char harness_dir[512];      /* judge.py, runner.py, scan.py ("" = beside the binary) */
     char build_cache[512];      /* objects, PCH, baselines ("" = <state_dir>/cache) */
+    uint64_t build_cache_max_bytes; /* the objects' cap, least recently used go (0 = none) */
     char gpus[128];             /* "all", "none" or ordinals "0,2" */
     char cuda_arch[32];         /* "" = probed (sm_90a on Hopper) */
     int eval_timeout_s;

@@ -37,6 +37,8 @@ static void usage(FILE *out)
           "                       health call and episode says so. Never for untrusted agents.\n"
           "  --harness DIR        the trusted harness (default: env/harness beside the binary)\n"
           "  --build-cache DIR    compiled objects, PCH and baselines (default STATE/cache)\n"
+          "  --build-cache-max-bytes N  cap on the cached objects; the least recently used\n"
+          "                       go first (default 21474836480 = 20 GiB; 0 = no cap)\n"
           "  --gpus LIST          GPUs evaluations may lease: all (default), none, or 0,2\n"
           "  --cuda-arch ARCH     build .cu files for ARCH (default: probed, sm_90a on H100/H200)\n"
           "  --eval-timeout S     one Verify/Profile/Submit evaluation (default 900)\n"
@@ -57,6 +59,7 @@ enum {
     OPT_PYTHON,
     OPT_HARNESS,
     OPT_BUILD_CACHE,
+    OPT_CACHE_MAX,
     OPT_GPUS,
     OPT_CUDA_ARCH,
     OPT_EVAL_TIMEOUT,
@@ -66,7 +69,7 @@ static int parse_number(const char *flag, const char *s, double lo, double hi, d
 {
     char *end;
     double v = strtod(s, &end);
-    if (!*s || *end || v < lo || v > hi) {
+    if (!*s || *end || !(v >= lo && v <= hi)) { /* written so that NaN fails too */
         fprintf(stderr, "kgym-env: %s needs a number in [%g, %g], got '%s'\n", flag, lo, hi, s);
         return -1;
     }
@@ -148,6 +151,11 @@ static int apply_option(server_config *cfg, int opt, const char *arg, bool *sour
     case OPT_BUILD_CACHE:
         snprintf(cfg->build_cache, sizeof cfg->build_cache, "%s", arg);
         return 0;
+    case OPT_CACHE_MAX:
+        if (parse_number("--build-cache-max-bytes", arg, 0, 1e15, &v))
+            return -1;
+        cfg->build_cache_max_bytes = (uint64_t)v;
+        return 0;
     case OPT_GPUS:
         snprintf(cfg->gpus, sizeof cfg->gpus, "%s", arg);
         return 0;
@@ -205,6 +213,7 @@ static int cmd_serve(int argc, char **argv)
         {"sandbox-python", required_argument, NULL, OPT_PYTHON},
         {"harness", required_argument, NULL, OPT_HARNESS},
         {"build-cache", required_argument, NULL, OPT_BUILD_CACHE},
+        {"build-cache-max-bytes", required_argument, NULL, OPT_CACHE_MAX},
         {"gpus", required_argument, NULL, OPT_GPUS},
         {"cuda-arch", required_argument, NULL, OPT_CUDA_ARCH},
         {"eval-timeout", required_argument, NULL, OPT_EVAL_TIMEOUT},

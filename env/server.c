@@ -374,6 +374,7 @@ static int init_eval(server *srv, char *err, size_t errcap)
     snprintf(ec->cuda_arch, sizeof ec->cuda_arch, "%s", c->cuda_arch);
     snprintf(ec->gpus, sizeof ec->gpus, "%s", c->gpus);
     ec->eval_timeout_ms = c->eval_timeout_s * 1000;
+    ec->cache_max_bytes = c->build_cache_max_bytes;
     int rc = eval_server_init(&srv->eval, ec, &srv->sandbox, err, errcap);
     free(ec);
     if (rc != 0)

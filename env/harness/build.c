@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "harness/objcache.h"
 #include "sandbox/sandbox.h"
 #include "server.h"
 #include "spawn.h"
@@ -1112,7 +1113,10 @@ static bool take_cached(const build_request *req, unit *u)
         return false;
     host_path(req, u->src->obj, dest, sizeof dest);
     unlink(dest);
-    return place_cached(cached, dest) == 0;
+    if (place_cached(cached, dest) != 0)
+        return false;
+    objcache_touch(cached); /* used now: the last object the cap would remove */
+    return true;
 }
 
 /* Compiles one unit and, when it worked, stores its object in the cache. */
@@ -1126,6 +1130,9 @@ static void compile_unit(const runner *r, unit *u)
     char obj[PATH_MAX];
     host_path(r->req, u->src->obj, obj, sizeof obj);
     int rc = build_cache_store(r->req->cache_dir, u->key, obj);
+    struct stat st;
+    if (rc == 0 && lstat(obj, &st) == 0)
+        objcache_added(r->req->objects, (uint64_t)st.st_size);
     if (rc == -2) { /* what the compiler left is no object: never linked, never cached */
         u->ok = false;
         u->out.exit_code = 1;

@@ -19,6 +19,7 @@
 #include <sys/types.h>
 
 struct sandbox;
+struct objcache;
 
 /* What the machine builds with, probed once at server start. */
 typedef struct build_toolchain {
@@ -51,6 +52,7 @@ typedef struct build_request {
     const char *template_dir; /* the trusted binding.cpp and binding_registry.h */
     const char *build_dir;    /* this episode's scratch dir, outside the workspace (created) */
     const char *cache_dir;    /* the shared object cache (created); only the server writes it */
+    struct objcache *objects; /* its size cap (objcache.h); NULL: none */
     struct sandbox *sbx;      /* compiles run in its "compile" profile; NULL/inactive: unsandboxed */
     uid_t uid;                /* the episode's identity inside the sandbox */
     gid_t gid;

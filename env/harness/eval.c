@@ -70,6 +70,10 @@ int eval_server_init(eval_server *es, const eval_config *cfg, struct sandbox *sb
     text_fmt(es->template_dir, sizeof es->template_dir, "%s", cfg->template_dir);
     text_fmt(es->harness_dir, sizeof es->harness_dir, "%s", cfg->harness_dir);
     text_fmt(es->cache_dir, sizeof es->cache_dir, "%s", cfg->cache_dir);
+    if (objcache_init(&es->objects, es->cache_dir, cfg->cache_max_bytes) != 0) {
+        text_fmt(err, errcap, "the build cache's path is too long: %s", es->cache_dir);
+        return -1;
+    }
     bool none = strcmp(cfg->gpus, "none") == 0, all = !cfg->gpus[0] || !strcmp(cfg->gpus, "all");
     if (gpu_pool_init(&es->gpus, cfg->dev_dir[0] ? cfg->dev_dir : "/dev",
                       none || all ? NULL : cfg->gpus) < 0) {
@@ -129,6 +133,7 @@ bool eval_prepare(eval_server *es)
 void eval_server_deinit(eval_server *es)
 {
     gpu_pool_deinit(&es->gpus);
+    objcache_deinit(&es->objects);
     pthread_mutex_destroy(&es->baseline_lock);
     pthread_mutex_destroy(&es->probe_lock);
 }
@@ -142,6 +147,7 @@ json_t *eval_server_json(eval_server *es)
         json_object_set_new(j, "unavailable", json_string(es->unavailable));
     else
         json_object_set_new(j, "toolchain", build_toolchain_json(&es->tc));
+    json_object_set_new(j, "object_cache", objcache_json(&es->objects));
     json_object_set_new(
         j, "devices", es->gpus.n > 0 ? json_pack("[s,s]", "cuda", "cpu") : json_pack("[s]", "cpu"));
     pthread_mutex_unlock(&es->probe_lock);

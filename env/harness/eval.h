@@ -21,6 +21,7 @@
 
 #include "harness/build.h"
 #include "harness/lease.h"
+#include "harness/objcache.h"
 
 struct sandbox;
 struct task;
@@ -38,6 +39,7 @@ typedef struct eval_server {
     char harness_dir[PATH_MAX]; /* judge.py, runner.py, scan.py */
     char template_dir[PATH_MAX];
     char cache_dir[PATH_MAX];   /* objects, PCH, baselines */
+    objcache objects;           /* the object cache's size cap */
     int compile_jobs;
     int compile_timeout_ms;
     int eval_timeout_ms;        /* one Verify/Profile, compile excluded */
@@ -68,6 +70,7 @@ typedef struct eval_config {
     char gpus[128];             /* "all" (default), "none", or ordinals "0,2" */
     char dev_dir[64];           /* where the GPU nodes are ("/dev"; tests use fake ones) */
     int compile_jobs, compile_timeout_ms, eval_timeout_ms, lease_timeout_ms;
+    uint64_t cache_max_bytes;   /* cap on the object cache (0 = none) */
 } eval_config;
 
 /* Probes the toolchain and the GPUs. A machine without torch still serves (the tools then say

@@ -101,6 +101,7 @@ int build_for_episode(const tool_env *env, build_result *res)
         .template_dir = es->template_dir,
         .build_dir = env->evs->build_dir,
         .cache_dir = es->cache_dir,
+        .objects = &es->objects,
         /* no episode identity: the server's own, which the sandbox refuses to run as */
         .sbx = env->owner ? env->sandbox : NULL,
         .uid = env->owner ? env->owner->uid : 0,

@@ -14,7 +14,7 @@ def test_serve_help():
     r = run("serve", "--help")
     assert r.returncode == 0
     for opt in ("--config", "--port", "--tasks", "--state-dir", "--template", "--max-episodes",
-                "--idle-timeout"):
+                "--idle-timeout", "--build-cache-max-bytes"):
         assert opt in r.stdout, opt
 
 
@@ -27,7 +27,9 @@ def test_bad_options(tmp_path, task_dirs):
     base = ["serve", "--port", "0", "--state-dir", str(tmp_path / "s"), "--template",
             str(TEMPLATE), "--tasks", str(task_dirs[0])]
     for extra in (["--port", "99999"], ["--max-episodes", "0"], ["--idle-timeout", "-1"],
-                  ["--durability", "sometimes"], ["--no-such-flag"], ["stray"]):
+                  ["--durability", "sometimes"], ["--no-such-flag"], ["stray"],
+                  ["--port", "nan"], ["--build-cache-max-bytes", "nan"],
+                  ["--build-cache-max-bytes", "-1"], ["--build-cache-max-bytes", "2e15"]):
         r = run(*base, *extra)
         assert r.returncode == 2, (extra, r.stderr)
         assert "kgym-env" in r.stderr

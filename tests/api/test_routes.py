@@ -38,6 +38,18 @@ def test_health(client):
     assert body["max_episodes"] == 1024
     assert isinstance(body["active_episodes"], int)
     assert body["gpus"] == []
+    # the object cache's cap (the default, 20 GiB); nothing counted before a Compile stores
+    assert body["evaluation"]["object_cache"] == {
+        "bytes": None, "max_bytes": 20 << 30, "trims": 0, "evicted_files": 0,
+        "evicted_bytes": 0}
+
+
+def test_object_cache_cap_is_configurable(launch):
+    """--build-cache-max-bytes overrides the config file's build_cache_max_bytes; 0 is no cap."""
+    s = launch(config={"build_cache_max_bytes": 0}, args=["--build-cache-max-bytes", "12345"])
+    assert s.client().get("/v1/health").json["evaluation"]["object_cache"]["max_bytes"] == 12345
+    s = launch(config={"build_cache_max_bytes": 0})
+    assert s.client().get("/v1/health").json["evaluation"]["object_cache"]["max_bytes"] is None
 
 
 def test_health_counts_open_episodes(client):

@@ -9,12 +9,16 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <time.h>
 #include <sys/stat.h>
 
 #include "fs_fixture.h"
 #include "harness/build.h"
 #include "harness/eval.h"
+#include "harness/objcache.h"
 #include "spawn.h"
 
 typedef struct bfx {
@@ -202,6 +206,84 @@ static void test_rebuild_takes_the_cache(void **state)
     assert_built(&r4, 1, 2);
     assert_string_not_equal(r1.key, r4.key);
     assert_int_equal(call_module(r4.so_path, "kgym_mul"), 110);
+    build_result_deinit(&r1);
+    build_result_deinit(&r2);
+    build_result_deinit(&r3);
+    build_result_deinit(&r4);
+}
+
+/* Sets every cached object's mtime to the epoch: "never used". */
+static void age_cache(bfx *b)
+{
+    char dir[160], path[512];
+    snprintf(dir, sizeof dir, "%s/obj", b->cache);
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    for (struct dirent *e; (e = readdir(d));)
+        if (e->d_name[0] != '.') {
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            struct timespec ts[2] = {{.tv_sec = 1}, {.tv_sec = 1}};
+            assert_int_equal(utimensat(AT_FDCWD, path, ts, 0), 0);
+        }
+    closedir(d);
+}
+
+/* Counts the cached objects; *oldest gets the earliest mtime among them. */
+static int cached_objects(bfx *b, time_t *oldest)
+{
+    char dir[160], path[512];
+    snprintf(dir, sizeof dir, "%s/obj", b->cache);
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    *oldest = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        if (strlen(e->d_name) == 66) {
+            struct stat st;
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            assert_int_equal(stat(path, &st), 0);
+            *oldest = n++ == 0 || st.st_mtime < *oldest ? st.st_mtime : *oldest;
+        }
+    closedir(d);
+    return n;
+}
+
+/* The object cache's cap: a hit marks its object used; a cap below what a build stores
+ * removes the objects (the least recently used first), and the next build compiles them
+ * again and still links a working module. */
+static void test_object_cache_cap(void **state)
+{
+    bfx *b = *state;
+    fx_puts(&b->fx, "kernels/common.h", "#define COMMON 100\n");
+    put_kernel(b, "add", 1);
+    put_kernel(b, "mul", 2);
+    build_result r1 = build(b);
+    assert_built(&r1, 3, 0);
+    time_t oldest;
+    age_cache(b);
+    assert_int_equal(cached_objects(b, &oldest), 3);
+    assert_true(oldest < 10);
+    build_result r2 = build(b); /* three hits: each touched */
+    assert_built(&r2, 0, 3);
+    assert_int_equal(cached_objects(b, &oldest), 3);
+    assert_true(oldest > time(NULL) - 600);
+
+    objcache cap;
+    assert_int_equal(objcache_init(&cap, b->cache, 1), 0); /* one byte: nothing stays */
+    b->req.objects = &cap;
+    put_kernel(b, "mul", 3);
+    build_result r3 = build(b);
+    assert_built(&r3, 1, 2);
+    assert_int_equal(cached_objects(b, &oldest), 0);
+    json_t *j = objcache_json(&cap);
+    assert_int_equal(json_integer_value(json_object_get(j, "evicted_files")), 4);
+    json_decref(j);
+    build_result r4 = build(b); /* evicted: compiled again, and the module works */
+    assert_built(&r4, 3, 0);
+    assert_string_equal(r3.key, r4.key);
+    assert_int_equal(call_module(r4.so_path, "kgym_mul"), 110);
+    b->req.objects = NULL;
+    objcache_deinit(&cap);
     build_result_deinit(&r1);
     build_result_deinit(&r2);
     build_result_deinit(&r3);
@@ -576,6 +658,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_build_links_a_module, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rebuild_takes_the_cache, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_object_cache_cap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_header_change_recompiles_kernels, setup, teardown),
         cmocka_unit_test_setup_teardown(test_included_source_change_recompiles_includer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_workspace_fixed_files_are_ignored, setup, teardown),
