@@ -3,19 +3,98 @@
  * The agent gets the compiler's own words: errors verbatim, paths as it knows them
  * (kernels/foo.cu:12:3: error: ...). A failing build is an in-band COMPILE_ERROR; a build the
  * server could not run (sandbox, disk) is INFRA_ERROR, never the agent's fault. */
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "harness/build.h"
 #include "harness/eval.h"
+#include "sandbox/sandbox.h"
 #include "tools/tool.h"
 #include "util/strbuf.h"
 #include "spawn.h"
 #include "tools/fs.h"
+#include "workspace.h"
 #include "wspath.h"
+
+#define INLINE_TIMEOUT_MS 30000
+#define INLINE_OUTPUT_CAP (8u << 20) /* the sources it returns, as JSON */
+
+/* Writes data as dir/name, root's and read-only. Returns true when all of it was written. */
+static bool stage_file(const char *dir, const char *name, const char *data, size_t len)
+{
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *out = fopen(path, "wx");
+    bool written = out && fwrite(data, 1, len, out) == len;
+    if (out && fclose(out) != 0)
+        written = false;
+    return written && chmod(path, 0444) == 0;
+}
+
+/* <episode>/inline/ with model_new.py (the agent's, as read through wspath) and inline.py (the
+ * harness's): what the parse sees, at /workspace in the compile sandbox. */
+static int stage_inline(const tool_env *env, const fs_file *model, char *dir, size_t cap)
+{
+    snprintf(dir, cap, "%s/inline", env->episode_dir);
+    ws_remove_tree(dir); /* a crash's leftover */
+    if (mkdir(dir, 0755) != 0)
+        return -1;
+    char script[PATH_MAX + 16];
+    snprintf(script, sizeof script, "%s/inline.py", env->eval->harness_dir);
+    fs_file s = {0};
+    int dir_fd = open(env->eval->harness_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    bool ok = dir_fd >= 0 && fs_load(dir_fd, "inline.py", 1u << 20, &s) == 0 &&
+              stage_file(dir, "inline.py", s.data, s.len) &&
+              stage_file(dir, "model_new.py", model->data, model->len);
+    if (dir_fd >= 0)
+        close(dir_fd);
+    fs_file_free(&s);
+    return ok ? 0 : -1;
+}
+
+/* Runs inline.py over the staged model_new.py. The agent's text is parsed (never run), but
+ * a parser is attack surface too: with a sandbox it runs in the compile profile as the
+ * episode's uid, like the compilers; in weak mode as the server's user, with rlimits. */
+static int run_inline(const tool_env *env, const char *dir, spawn_result *r)
+{
+    char script[PATH_MAX + 16], model[PATH_MAX + 16];
+    bool sandboxed = env->sandbox && env->sandbox->active && env->owner;
+    snprintf(script, sizeof script, "%s/inline.py", sandboxed ? "/workspace" : dir);
+    snprintf(model, sizeof model, "%s/model_new.py", sandboxed ? "/workspace" : dir);
+    const char *argv[] = {env->eval->tc.python, "-I", script, model, NULL};
+    if (sandboxed) {
+        sandbox_cmd cmd = {.profile = "compile",
+                           .workspace = dir,
+                           .uid = env->owner->uid,
+                           .gid = env->owner->gid,
+                           .argv = argv,
+                           .timeout_ms = INLINE_TIMEOUT_MS,
+                           .kill_grace_ms = 1000,
+                           .capture_cap = INLINE_OUTPUT_CAP,
+                           .tag = env->episode_id};
+        sandbox_result sr;
+        int rc = sandbox_run(env->sandbox, &cmd, &sr);
+        *r = sr.run;
+        return rc;
+    }
+    static const char *const ENV[] = {"PATH=/usr/bin:/bin", NULL};
+    spawn_opts o = SPAWN_OPTS_INIT;
+    o.argv = argv;
+    o.envp = ENV;
+    o.timeout_ms = INLINE_TIMEOUT_MS;
+    o.capture_cap = INLINE_OUTPUT_CAP;
+    o.rl.as_bytes = 4ull << 30;
+    o.rl.cpu_s = 20;
+    o.rl.fsize_bytes = 1u << 20;
+    o.rl.nofile = 64;
+    o.rl.no_core = true;
+    return spawn_run(&o, r);
+}
 
 /* Runs harness/inline.py on model_new.py (an AST walk, nothing of it runs) and writes the
  * load_inline sources it finds as kernels/load_inline_<name>*.{cu,cpp} through Write. Returns 0
@@ -26,40 +105,21 @@ static int expand_load_inline(const tool_env *env, char *msg, size_t cap)
     if (fs_load(env->root_fd, "model_new.py", 1u << 20, &f) != 0)
         return 0; /* no model_new.py: Verify says so */
     bool wanted = memmem(f.data, f.len, "load_inline", 11) != NULL;
-    char path[PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/model_new.inline.py", env->episode_dir);
-    FILE *out = wanted ? fopen(path, "w") : NULL;
-    bool written = out && fwrite(f.data, 1, f.len, out) == f.len;
-    if (out && fclose(out) != 0)
-        written = false;
+    char dir[PATH_MAX];
+    int staged = wanted ? stage_inline(env, &f, dir, sizeof dir) : 0;
     fs_file_free(&f);
     if (!wanted)
         return 0;
-    if (!written) {
+    if (staged != 0) {
+        ws_remove_tree(dir);
         snprintf(msg, cap, "cannot stage model_new.py for load_inline");
         return -1;
     }
-    char script[PATH_MAX + 16];
-    snprintf(script, sizeof script, "%s/inline.py", env->eval->harness_dir);
-    const char *argv[] = {env->eval->tc.python, "-I", script, path, NULL};
-    static const char *const ENV[] = {"PATH=/usr/bin:/bin", NULL};
-    spawn_opts o = SPAWN_OPTS_INIT;
-    o.argv = argv;
-    o.envp = ENV;
-    o.timeout_ms = 30000;
-    o.capture_cap = 8u << 20;
-    /* It parses the agent's text (never runs it) as the server's user, outside the sandbox:
-     * bounded like a sandboxed process, so a pathological file costs at most this much. */
-    o.rl.as_bytes = 4ull << 30;
-    o.rl.cpu_s = 20;
-    o.rl.fsize_bytes = 1u << 20;
-    o.rl.nofile = 64;
-    o.rl.no_core = true;
     spawn_result r;
-    int rc = spawn_run(&o, &r);
+    int rc = run_inline(env, dir, &r);
     json_t *doc = rc == 0 && r.exit_code == 0 && r.out.data ? json_loads(r.out.data, 0, NULL) : NULL;
     spawn_result_deinit(&r);
-    unlink(path);
+    ws_remove_tree(dir);
     const json_t *files = json_object_get(doc, "files");
     if (!json_is_object(files)) {
         const char *why = json_string_value(json_object_get(doc, "error"));

@@ -91,3 +91,26 @@ def test_kernelbench_style_solution_through_the_server(harness_server):
     assert comp["correct"] is True, comp.get("error")
     assert out["reward"] >= 1
     c.close()
+
+
+@pytest.mark.kgym_eval
+def test_unreadable_load_inline_is_the_agents_error(harness_server):
+    """inline.py parses the agent's file in the compile sandbox: a file it cannot read comes
+    back to the agent as a Compile error, and its staging dir does not outlive the call."""
+    c = harness_server.client()
+    r = c.post("/v1/episodes", json.dumps({"task_id": "kgym/relu", "options": {"variant": "cpu"}}).encode())
+    assert r.status == 201, r.text()
+    ep = r.json["episode_id"]
+    broken = b"from torch.utils.cpp_extension import load_inline\ndef (:\n"
+    assert c.put(f"/v1/episodes/{ep}/files/model_new.py", broken).status in (200, 201)
+    obs = c.post(f"/v1/episodes/{ep}/tools/Compile", b"{}").json["observation"]
+    assert obs["is_error"] and "load_inline" in obs["content"] and "syntax" in obs["content"], obs
+    assert not list(harness_server.state.rglob("inline"))
+    # the same episode goes on: a readable file compiles
+    assert c.put(f"/v1/episodes/{ep}/files/model_new.py", CPU_RELU.encode()).status in (200, 201)
+    c.post(f"/v1/episodes/{ep}/tools/Bash", json.dumps({"command": "rm kernels/axpby*"}).encode())
+    obs = c.post(f"/v1/episodes/{ep}/tools/Compile", b"{}").json["observation"]
+    assert not obs["is_error"], obs["content"]
+    assert not list(harness_server.state.rglob("inline"))
+    c.delete(f"/v1/episodes/{ep}")
+    c.close()
