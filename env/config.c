@@ -26,6 +26,7 @@ void config_defaults(server_config *cfg)
     cfg->log_requests = true;
     snprintf(cfg->sandbox_profiles, sizeof cfg->sandbox_profiles, "sandbox_profiles");
     cfg->sandbox_uid_base = 200000;
+    snprintf(cfg->sandbox_uid_lock_dir, sizeof cfg->sandbox_uid_lock_dir, "/run/kgym");
     cfg->workspace_tmpfs = true;
     cfg->workspace_max_inodes = 65536;
     snprintf(cfg->gpus, sizeof cfg->gpus, "all");
@@ -104,6 +105,8 @@ static const config_key KEYS[] = {
      sizeof(((server_config *)0)->sandbox_profiles), false},
     {"allow_weak_sandbox", K_BOOL, OFF(allow_weak_sandbox), 0, 0, 0, false},
     {"sandbox_uid_base", K_INT, OFF(sandbox_uid_base), 1000, 2000000000, 0, false},
+    {"sandbox_uid_lock_dir", K_STR, OFF(sandbox_uid_lock_dir), 0, 0,
+     sizeof(((server_config *)0)->sandbox_uid_lock_dir), false},
     {"workspace_tmpfs", K_BOOL, OFF(workspace_tmpfs), 0, 0, 0, false},
     {"sandbox_python", K_STR, OFF(sandbox_python), 0, 0,
      sizeof(((server_config *)0)->sandbox_python), false},

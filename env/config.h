@@ -37,6 +37,7 @@ typedef struct server_config {
     char sandbox_profiles[512]; /* sandbox profile directory */
     bool allow_weak_sandbox;    /* run tools unsandboxed when the host lacks a protection */
     int sandbox_uid_base;       /* episodes get uids base .. base + 59,999 */
+    char sandbox_uid_lock_dir[256]; /* where servers claim blocks of that range ("" = none) */
     char sandbox_python[512];   /* a Python shown to sandboxed commands ("" = none) */
     bool workspace_tmpfs;       /* sandboxed workspaces on a tmpfs of disk_quota_bytes */
     int workspace_max_inodes;   /* files + directories per tmpfs workspace */

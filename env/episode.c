@@ -18,6 +18,7 @@
 
 #include "metrics.h"
 #include "sandbox/sandbox.h"
+#include "sandbox/uidpool.h"
 
 #define EP_BUCKETS 65536
 
@@ -34,7 +35,7 @@ struct ep_table {
     atomic_long open; /* episodes holding a workspace */
     struct sandbox *sandbox;
     struct eval_server *eval;
-    atomic_ulong uid_seq; /* hands out the episodes' uids */
+    uid_pool uids;        /* hands out the episodes' uids */
 };
 
 const char *ep_status_name(ep_status s)
@@ -188,6 +189,11 @@ long ep_open_count(ep_table *t)
     return atomic_load(&t->open);
 }
 
+json_t *ep_uids_json(ep_table *t)
+{
+    return uid_pool_json(&t->uids);
+}
+
 /* mkdir -p: the state dir may be a fresh path several levels deep. */
 static int make_dirs(const char *path)
 {
@@ -223,9 +229,15 @@ ep_table *ep_table_new(const server_config *cfg, const task_store *tasks, const 
     t->cfg = cfg;
     t->tasks = tasks;
     t->tpl = tpl;
-    /* Each server starts at a random point of the uid range: two servers on one host (a user's
-     * and kgym-bench's private one) would otherwise give their first episodes the same uids. */
-    atomic_init(&t->uid_seq, (unsigned long)(random_u64() % 60000));
+    /* Its own block of the uid range, so that two servers on one host (a user's and
+     * kgym-bench's private one) never give two episodes one uid. */
+    if (uid_pool_init(&t->uids, (uid_t)cfg->sandbox_uid_base,
+                      cfg->sandbox_uid_lock_dir[0] ? cfg->sandbox_uid_lock_dir : NULL, err,
+                      errcap) != 0) {
+        free(t->buckets);
+        free(t);
+        return NULL;
+    }
     pthread_mutex_init(&t->lock, NULL);
     snprintf(t->episodes_dir, sizeof t->episodes_dir, "%s/episodes", cfg->state_dir);
     char abs[PATH_MAX];
@@ -233,6 +245,7 @@ ep_table *ep_table_new(const server_config *cfg, const task_store *tasks, const 
         strlen(abs) >= sizeof t->episodes_dir) {
         snprintf(err, errcap, "cannot create state dir %s: %s", t->episodes_dir, strerror(errno));
         pthread_mutex_destroy(&t->lock);
+        uid_pool_deinit(&t->uids);
         free(t->buckets);
         free(t);
         return NULL;
@@ -257,6 +270,7 @@ void ep_table_free(ep_table *t)
         episode_free(t->all[i]);
     free(t->all);
     free(t->buckets);
+    uid_pool_deinit(&t->uids);
     pthread_mutex_destroy(&t->lock);
     free(t);
 }
@@ -574,15 +588,36 @@ static episode *episode_alloc(ep_table *t)
     pthread_mutex_init(&ep->lock, NULL);
     ep->root_fd = -1;
     ep->limits = t->cfg->limits;
-    /* Its own uid, so no episode can read another's files even if a path leaked. */
-    unsigned long n = atomic_fetch_add(&t->uid_seq, 1) % 60000;
-    ep->owner.uid = (uid_t)(t->cfg->sandbox_uid_base + (int)n);
-    ep->owner.gid = (gid_t)ep->owner.uid;
     ep->sandbox = sandbox_active(t) ? t->sandbox : NULL;
     ep_eval_init(&ep->evs, ep->dir);
     ep->eval = t->eval;
     idem_init(&ep->idem, IDEM_DEFAULT_SLOTS);
     return ep;
+}
+
+/* Its own uid, so no episode can read another's files even if a path leaked; 503 when every uid
+ * of the server's block is held (only when max_episodes exceeds the block). */
+static int take_uid(ep_table *t, episode *ep, api_error *e)
+{
+    uid_t uid;
+    if (uid_pool_take(&t->uids, &uid) != 0) {
+        api_error_set(e, 503, "CAPACITY_REACHED", true,
+                      "every sandbox uid of this server is held by an open episode");
+        e->retry_after_s = t->cfg->retry_after_s;
+        return -1;
+    }
+    ep->owner.uid = uid;
+    ep->owner.gid = (gid_t)uid;
+    return 0;
+}
+
+/* Gives the uid back once nothing of the episode runs. Its owner becomes root, which no
+ * sandbox runs as: a late use fails instead of acting as the uid's next holder. */
+static void give_uid(ep_table *t, episode *ep)
+{
+    uid_pool_give(&t->uids, ep->owner.uid);
+    ep->owner.uid = 0;
+    ep->owner.gid = 0;
 }
 
 /* Takes a capacity slot, or fails with 429. */
@@ -634,6 +669,11 @@ int ep_create(ep_table *t, const ep_params *p, episode **out, json_t **reset_out
         api_error_set(e, 500, "INTERNAL", true, "out of memory");
         return -1;
     }
+    if (take_uid(t, ep, e) != 0) {
+        episode_free(ep);
+        atomic_fetch_sub(&t->open, 1);
+        return -1;
+    }
     ep->options = p->options ? json_incref(p->options) : NULL;
     ep->tags = p->tags ? json_incref(p->tags) : NULL;
     ep->created_at = t0;
@@ -642,6 +682,7 @@ int ep_create(ep_table *t, const ep_params *p, episode **out, json_t **reset_out
         finish_reset(t, ep, t0, true, reset_out, e) != 0) {
         remove_workspace_dir(ep); /* its tmpfs first, or the tree cannot go */
         ws_remove_tree(ep->dir);
+        give_uid(t, ep);
         episode_free(ep);
         atomic_fetch_sub(&t->open, 1);
         return -1;
@@ -744,6 +785,7 @@ static void release_workspace(ep_table *t, episode *ep)
     char jobs_dir[700];
     snprintf(jobs_dir, sizeof jobs_dir, "%s/jobs", ep->dir);
     ws_remove_tree(jobs_dir);
+    give_uid(t, ep);
     atomic_fetch_sub(&t->open, 1);
 }
 

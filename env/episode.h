@@ -128,6 +128,8 @@ double ep_now(void);
 
 /* Counts episodes holding a workspace (for capacity and health). */
 long ep_open_count(ep_table *t);
+/* The episodes' uids: {first, last, in_use, claimed, why_shared?} (sandbox/uidpool.h). */
+json_t *ep_uids_json(ep_table *t);
 /* Expires episodes idle longer than their idle_timeout_s; returns how many. */
 int ep_reap_idle(ep_table *t, double now);
 /* The trajectory file of an episode. */

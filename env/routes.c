@@ -44,12 +44,13 @@ void route_health(server *srv, const api_request *req, api_response *resp)
 {
     (void)req;
     bool draining = atomic_load(&srv->draining);
+    json_t *sbx = sandbox_status_json(&srv->sandbox);
+    json_object_set_new(sbx, "uids", ep_uids_json(srv->episodes));
     api_json(resp, draining ? 503 : 200,
              json_pack("{s:s, s:I, s:i, s:o, s:o, s:o}", "status", draining ? "draining" : "ok",
                        "active_episodes", (json_int_t)ep_open_count(srv->episodes), "max_episodes",
-                       srv->cfg.max_episodes, "gpus", gpus_json(&srv->eval), "sandbox",
-                       sandbox_status_json(&srv->sandbox), "evaluation",
-                       eval_server_json(&srv->eval)));
+                       srv->cfg.max_episodes, "gpus", gpus_json(&srv->eval), "sandbox", sbx,
+                       "evaluation", eval_server_json(&srv->eval)));
     if (draining)
         resp->retry_after_s = srv->cfg.retry_after_s;
 }

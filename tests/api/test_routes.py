@@ -52,6 +52,28 @@ def test_object_cache_cap_is_configurable(launch):
     assert s.client().get("/v1/health").json["evaluation"]["object_cache"]["max_bytes"] is None
 
 
+def test_servers_on_one_host_get_disjoint_uids(launch, tmp_path):
+    """Two servers sharing a host (and a lock dir) claim different blocks of the uid range; each
+    episode's commands run as a uid of its server's block, held until the episode closes."""
+    locks = str(tmp_path / "uid-locks")
+    servers = [launch(config={"sandbox_uid_lock_dir": locks}) for _ in range(2)]
+    ranges = []
+    for s in servers:
+        c = s.client()
+        uids = c.get("/v1/health").json["sandbox"]["uids"]
+        assert uids["claimed"] is True and uids["in_use"] == 0, uids
+        assert uids["last"] - uids["first"] + 1 == 10000
+        ranges.append((uids["first"], uids["last"]))
+        ep = c.create("fixture/alpha")["episode_id"]
+        uid = int(c.tool(ep, "Bash", command="id -u")["data"]["stdout"])
+        assert uids["first"] <= uid <= uids["last"]
+        assert c.get("/v1/health").json["sandbox"]["uids"]["in_use"] == 1
+        assert c.delete(f"/v1/episodes/{ep}").status == 200
+        assert c.get("/v1/health").json["sandbox"]["uids"]["in_use"] == 0
+    (a0, a1), (b0, b1) = sorted(ranges)
+    assert a1 < b0, ranges
+
+
 def test_health_counts_open_episodes(client):
     before = client.get("/v1/health").json["active_episodes"]
     ep = client.create("fixture/alpha")["episode_id"]
