@@ -456,36 +456,37 @@ class Judge:
         if self.job.get("probe", True):
             self.probe(ch)
 
-    def check_ops(self, ops):
+    def check_ops(self, ops, key="ops_seen"):
         if ops is None:
             return
         if not isinstance(ops, list) or not all(isinstance(o, str) for o in ops):
             raise CandidateFailed("RUNTIME_ERROR", "the runner's op record is not a list of names")
         bad = sorted(set(ops) - ALLOWED_OPS)
-        self.components["ops_seen"] = ops[:200]
+        self.components[key] = ops[:200]
         if bad:
             raise CandidateFailed("FORBIDDEN_CODE", "PyTorch compute ran in ModelNew.forward: aten::" +
                                   ", aten::".join(bad[:20]) + " (only cuda_extension kernels may compute)")
 
-    def tracking(self, diffs, norms, errs):
+    def tracking(self, diffs, norms, errs, where="checks"):
         """An output must follow the reference across inputs, not merely sit inside the tolerance.
         diffs: the reference's change between consecutive checks; norms: its size; errs: the
-        candidate's error on each check (all L2 norms over every output)."""
-        torch = self.torch
+        candidate's error on each check (all L2 norms over every output). where: "checks" or
+        "timed" (the same rule over the timed calls)."""
         if not diffs:
             return
         var = statistics.mean(diffs)
         scale = statistics.mean(norms)
-        self.components["reference_variation"] = var
+        suffix = "" if where == "checks" else "_" + where
+        self.components["reference_variation" + suffix] = var
         if var <= 1e-7 * max(scale, 1e-30):
             self.components["reference_degenerate"] = True  # the task itself ignores its inputs
             return
         ratio = max(errs) / var
-        self.components["tracking_ratio"] = ratio
+        self.components["tracking_ratio" + suffix] = ratio
         if ratio > 0.5:
-            raise CandidateFailed("INCORRECT", f"the output does not track the reference across inputs: its error "
-                                  f"({max(errs):.3g}) is {ratio:.2f}x the reference's own change between inputs")
-        del torch
+            which = "" if where == "checks" else " in the timed calls"
+            raise CandidateFailed("INCORRECT", f"the output does not track the reference across inputs{which}: its "
+                                  f"error ({max(errs):.3g}) is {ratio:.2f}x the reference's own change between inputs")
 
     def probe(self, ch):
         torch = self.torch
@@ -501,6 +502,17 @@ class Judge:
             raise CandidateFailed("INCORRECT", f"the mixed-sign probe failed: {stats['why']}")
 
     # -- timing --
+    def hidden_calls(self, warm, min_reps):
+        """Where the candidate's timing loop hides two untimed calls, drawn from the OS's
+        randomness (not the job's seed): an audit (the task's own input distribution, the
+        dispatch-mode op record on) and the mixed-sign probe. A candidate that computes honestly
+        only in its first calls (the checks) and answers from a shortcut once timing starts meets
+        both where it cannot count on them."""
+        if min_reps < 3:
+            return None, None
+        audit, probe = random.SystemRandom().sample(range(warm, warm + min_reps), 2)
+        return audit, (probe if self.job.get("probe", True) else None)
+
     def timed(self, ch, check_calls=None):
         """Times calls on fresh inputs, each output checked (or only the first check_calls: the
         trusted baselines, whose later outputs prove nothing new, and whose comparison of a
@@ -508,19 +520,28 @@ class Judge:
         Returns [(run_s, fetch_s)]: the
         forward with a device-wide sync, then the copy of its outputs, timed apart so that the
         copy (a fixed, output-sized cost) stays out of the figure unless it takes longer than a
-        trusted copy of the same bytes (work deferred past the first reply shows up there)."""
+        trusted copy of the same bytes (work deferred past the first reply shows up there).
+        For the candidate, every timed output must also track the reference across inputs, as
+        in the checks, and two untimed calls hide among the timed ones (hidden_calls)."""
         t = self.job.get("timing", {})
         warm, min_reps, max_reps = int(t.get("warmup", 2)), int(t.get("min_reps", 10)), int(t.get("max_reps", 100))
         budget = float(t.get("budget_s", 2.0))
         wall_cap = float(t.get("wall_cap_s", 20.0))
+        candidate = check_calls is None
+        audit_at, probe_at = self.hidden_calls(warm, min_reps) if candidate else (None, None)
+        track = {"diffs": [], "norms": [], "errs": [], "prev": None}
         samples, spent, i, t0 = [], 0.0, 0, time.monotonic()
         self.reported_device_ms = []
         loop = LoopClock()  # where the loop's wall time goes, reported per runner
         while i < warm + max_reps:
+            if i in (audit_at, probe_at):
+                self.hidden_call(ch, i, audit=i == audit_at, track=track)
+                i += 1
+                continue
             loop.calls += 1
             x = self.fresh_inputs()
             loop.lap("inputs")
-            checked = check_calls is None or i < check_calls
+            checked = candidate or i < check_calls
             want = self.reference(self.cur_w, x) if checked else None
             loop.lap("reference")
             t_stage = self.stage(ch, x)
@@ -536,6 +557,8 @@ class Judge:
                 ok, stats = self.compare(got, want, f"timed call {i + 1}")
                 if not ok:
                     raise CandidateFailed("INCORRECT", f"timed call {i + 1} returned a wrong output: {stats['why']}")
+                if candidate:
+                    self.track_call(track, got, want)
             loop.lap("compare")
             if i >= warm:
                 samples.append((t_run, t_fetch, t_stage))
@@ -549,7 +572,38 @@ class Judge:
                     break
             i += 1
         self.components.setdefault("timing_loop_ms", {})[ch.what] = loop.report()
+        if candidate:
+            self.tracking(track["diffs"], track["norms"], track["errs"], where="timed")
         return samples
+
+    def track_call(self, track, got, want):
+        """Adds one checked call to the tracking data (norms only, as in correctness)."""
+        torch = self.torch
+        track["norms"].append(diff_norm(torch, want, None))
+        track["errs"].append(diff_norm(torch, got, want))
+        if track["prev"] is not None:
+            track["diffs"].append(diff_norm(torch, want, track["prev"]))
+        track["prev"] = want
+
+    def hidden_call(self, ch, seq, audit, track):
+        """One untimed call among the timed ones: the audit (task inputs, ops recorded, tracked)
+        or the mixed-sign probe (skipped when the reference is not finite on it)."""
+        x = self.fresh_inputs(probe=not audit)
+        want = self.reference(self.cur_w, x)
+        if not audit and not all(bool(self.torch.isfinite(t).all()) for t in want if t.is_floating_point()):
+            return
+        self.stage(ch, x)
+        reply = ch.call({"op": "run", "seq": seq, "record_ops": audit})
+        ch.call({"op": "fetch", "seq": seq})
+        got = self.read_outputs()
+        label = "audit call among the timed ones" if audit else "probe among the timed calls (mixed-sign inputs)"
+        ok, stats = self.compare(got, want, label)
+        self.components["checks"].append(stats)
+        if not ok:
+            raise CandidateFailed("INCORRECT", f"the {label} returned a wrong output: {stats['why']}")
+        if audit:
+            self.check_ops(reply.get("ops"), key="ops_seen_audit")
+            self.track_call(track, got, want)
 
     def ping_overhead(self, ch):
         """The bare round trip to a (trusted) runner, subtracted from every run window."""

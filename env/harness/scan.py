@@ -310,6 +310,10 @@ _PY_CALLBACK = re.compile(
     r"\b(?:py|pybind11)\s*::\s*(?:module_?\s*::\s*import|object|handle|function|eval|exec|eval_file|"
     r"getattr|globals|reinterpret_borrow|reinterpret_steal)\b"
     r"|\bPy(?:Import|Run|Object_Call|Object_GetAttr|Object_Vectorcall|Eval_EvalCode|Eval_GetBuiltins)\w*"
+    # reaching a Python object by name (sys.modules, a module's dict, the builtins) and calling it
+    # through its type's slots (red team, session 22: torch.mul via PySys_GetObject + tp_call)
+    r"|\bPy(?:Sys_Get|Dict_GetItem|Module_GetDict|Eval_Get|Object_GetItem|Vectorcall_|CFunction_Call)\w*"
+    r"|\btp_(?:call|vectorcall|getattro|getattr)\b|\bTHPVariable_(?:Wrap|Unpack)\b"
     r"|\.\s*attr\s*\(|\bstd\s*::\s*function\b")
 
 

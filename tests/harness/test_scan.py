@@ -108,7 +108,12 @@ def test_cpp_compute_is_refused(line):
                                   "static void g(py::object f) {}",
                                   "static void g(std::function<void()> f) { f(); }",
                                   "#include <pybind11/functional.h>",
-                                  'auto r = obj.attr("sum")();'])
+                                  'auto r = obj.attr("sum")();',
+                                  'PyObject *m = PySys_GetObject("modules");',
+                                  'PyObject *f = PyDict_GetItemString(d, "mul");',
+                                  "PyObject *d = PyModule_GetDict(m);",
+                                  "PyObject *r = Py_TYPE(f)->tp_call(f, args, nullptr);",
+                                  "PyObject *t = THPVariable_Wrap(a);"])
 def test_cpp_calling_python_is_refused(line):
     src = CPP_CLEAN.replace("    return out;", "    " + line + "\n    return out;")
     assert scan.scan_cpp(src, "kernels/f_binding.cpp", scan.tensor_compute_methods()), line
