@@ -38,9 +38,10 @@
 #define BUILD_MAX_FILES 256             /* sources and headers of kernels/ together */
 #define BUILD_MAX_TOTAL (32u << 20)     /* all of them together */
 #define BUILD_MAX_OBJECT (512ull << 20) /* one object the compiler produced */
+#define BUILD_MAX_BUILT (1ull << 30)    /* the objects one build compiles, together */
 #define BUILD_MAX_PCH (4ull << 30)      /* the precompiled torch header */
 #define BUILD_CAPTURE (1u << 20)        /* output kept per stream of one command */
-#define BUILD_FSIZE (2ull << 30)        /* RLIMIT_FSIZE of unsandboxed compilers */
+#define BUILD_FSIZE (2ull << 30)        /* RLIMIT_FSIZE of unsandboxed compilers (the PCH: ~0.7 GB) */
 #define PCH_HEADER "torch_ext.h"        /* force-included; its .gch sits beside it */
 
 /* ---- SHA-256 ------------------------------------------------------------------------------ */
@@ -1119,8 +1120,32 @@ static bool take_cached(const build_request *req, unit *u)
     return true;
 }
 
+/* Counts the unit's object into the build's total; past BUILD_MAX_BUILT the unit fails and its
+ * object goes, before the cache copies it: a few bytes of source (`char big[300 << 20] =
+ * {1};`, red team) must not turn into gigabytes of host disk. */
+static bool within_build_total(const runner *r, unit *u, const char *obj,
+                               atomic_uint_least64_t *built)
+{
+    uint64_t cap = r->req->max_built_bytes ? r->req->max_built_bytes : BUILD_MAX_BUILT;
+    struct stat st;
+    uint64_t size = lstat(obj, &st) == 0 ? (uint64_t)st.st_size : 0;
+    uint64_t total = atomic_fetch_add(built, size) + size;
+    if (total <= cap)
+        return true;
+    atomic_fetch_sub(built, size); /* not built after all: the other units are judged alone */
+    unlink(obj);
+    u->ok = false;
+    u->out.exit_code = 1;
+    sb_printf(&u->out.text,
+              "%s: the build's objects pass %llu KiB together (this one: %llu KiB); "
+              "kgym builds at most %llu KiB of objects per Compile\n",
+              u->src->rel, (unsigned long long)(total >> 10), (unsigned long long)(size >> 10),
+              (unsigned long long)(cap >> 10));
+    return false;
+}
+
 /* Compiles one unit and, when it worked, stores its object in the cache. */
-static void compile_unit(const runner *r, unit *u)
+static void compile_unit(const runner *r, unit *u, atomic_uint_least64_t *built)
 {
     if (run_cmd(r, &u->argv, 0, &u->out) != 0)
         return;
@@ -1129,6 +1154,8 @@ static void compile_unit(const runner *r, unit *u)
         return;
     char obj[PATH_MAX];
     host_path(r->req, u->src->obj, obj, sizeof obj);
+    if (!within_build_total(r, u, obj, built))
+        return;
     int rc = build_cache_store(r->req->cache_dir, u->key, obj);
     struct stat st;
     if (rc == 0 && lstat(obj, &st) == 0)
@@ -1150,6 +1177,7 @@ typedef struct pool {
     unit **todo;
     size_t n;
     atomic_size_t next;
+    atomic_uint_least64_t built; /* bytes of the objects compiled so far */
 } pool;
 
 static void *pool_worker(void *arg)
@@ -1157,7 +1185,7 @@ static void *pool_worker(void *arg)
     pool *p = arg;
     size_t i;
     while ((i = atomic_fetch_add(&p->next, 1)) < p->n)
-        compile_unit(p->r, p->todo[i]);
+        compile_unit(p->r, p->todo[i], &p->built);
     return NULL;
 }
 
@@ -1166,6 +1194,7 @@ static void compile_all(const runner *r, unit **todo, size_t n, int jobs)
 {
     pool p = {.r = r, .todo = todo, .n = n};
     atomic_init(&p.next, 0);
+    atomic_init(&p.built, 0);
     size_t k = jobs < 1 ? 1 : (size_t)jobs;
     if (k > n)
         k = n;

@@ -16,6 +16,7 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 struct sandbox;
@@ -61,6 +62,7 @@ typedef struct build_request {
     int jobs;                 /* compiles run in parallel (>= 1) */
     bool link_cuda;           /* link the .cu objects and CUDA runtime (GPU mode) */
     size_t log_cap;           /* cap on the compiler output returned (head and tail kept) */
+    uint64_t max_built_bytes; /* the objects one build may compile, together (0: 1 GiB) */
 } build_request;
 
 typedef struct build_result {

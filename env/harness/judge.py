@@ -804,6 +804,13 @@ class Judge:
             base = self.measure_baselines(runners)
             base.update({"key": key, "device_name": dev, "torch_version": self.torch.__version__,
                          "measured_unix": time.time()})
+            if base.pop("compile_timed_out", False):
+                # a compile that ran out of time says more about the machine's load then (an
+                # agent's busy loops, red team) than about the task: measured again next time,
+                # never kept as "unavailable" for every later episode
+                base["cached"] = False
+                base["not_cached"] = "torch.compile timed out"
+                return base
             tmp = path + ".tmp"
             with open(tmp, "w") as f:
                 json.dump(base, f)
@@ -837,6 +844,7 @@ class Judge:
                 self.hello(comp)
             except CandidateFailed as exc:
                 base["compile_unavailable"] = str(exc)[:1000]
+                base["compile_timed_out"] = exc.code == "TIMEOUT"
             self.mark("runners_ready")
             self.time_eager(eager, base)
             eager.close()
@@ -873,6 +881,7 @@ class Judge:
         except CandidateFailed as exc:
             base["t_compile_ms"] = None
             base["compile_unavailable"] = str(exc)[:1000]
+            base["compile_timed_out"] = exc.code == "TIMEOUT"
 
 
 class LoopClock:

@@ -290,6 +290,35 @@ static void test_object_cache_cap(void **state)
     build_result_deinit(&r4);
 }
 
+/* A few bytes of source that compile to a large object (red team: 78 bytes, 1.8 GB of host
+ * disk): past the build's cap on compiled bytes the build fails, says why, and neither the
+ * build dir nor the cache keeps the object. */
+static void test_build_total_is_capped(void **state)
+{
+    bfx *b = *state;
+    fx_puts(&b->fx, "kernels/common.h", "#define COMMON 100\n");
+    put_kernel(b, "add", 1);
+    fx_puts(&b->fx, "kernels/big.cpp", "extern \"C\" const char kgym_big[1 << 20] = {7};\n");
+    b->req.max_built_bytes = 512u << 10;
+    build_result r;
+    assert_int_equal(build_extension(&b->tc, &b->req, &r), 0);
+    assert_false(r.ok);
+    assert_string_equal(r.error_code, "COMPILE_ERROR");
+    assert_non_null(strstr(r.log, "kgym builds at most 512 KiB of objects per Compile"));
+    time_t oldest;
+    char obj[256];
+    snprintf(obj, sizeof obj, "%s/obj/kernels_big.cpp.o", b->build);
+    assert_int_equal(access(obj, F_OK), -1);
+    int cached = cached_objects(b, &oldest); /* at most the small ones */
+    assert_true(cached <= 2);
+    build_result_deinit(&r);
+    /* under the cap, the same source builds */
+    b->req.max_built_bytes = 0;
+    build_result r2 = build(b);
+    assert_true(r2.ok);
+    build_result_deinit(&r2);
+}
+
 static void test_header_change_recompiles_kernels(void **state)
 {
     bfx *b = *state;
@@ -659,6 +688,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_build_links_a_module, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rebuild_takes_the_cache, setup, teardown),
         cmocka_unit_test_setup_teardown(test_object_cache_cap, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_build_total_is_capped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_header_change_recompiles_kernels, setup, teardown),
         cmocka_unit_test_setup_teardown(test_included_source_change_recompiles_includer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_workspace_fixed_files_are_ignored, setup, teardown),

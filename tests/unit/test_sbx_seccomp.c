@@ -389,6 +389,32 @@ static long p_prctl_set_mm_hi(void)
 {
     return rc_of(syscall(SYS_prctl, PR_SET_MM | (1UL << 32), 1, 0, 0, 1));
 }
+/* fallocate on a host file: plain allocation is allowed, reserving disk past its size is not */
+static long fallocate_tmp(int mode)
+{
+    int fd = open("/tmp", O_TMPFILE | O_RDWR, 0600);
+    if (fd < 0)
+        return -1000 - errno;
+    long r = rc_of(syscall(SYS_fallocate, fd, mode, 0L, 4096L));
+    close(fd);
+    return r;
+}
+static long p_fallocate_keep_size(void)
+{
+    return fallocate_tmp(FALLOC_FL_KEEP_SIZE);
+}
+static long p_fallocate_punch_hole(void)
+{
+    return fallocate_tmp(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE);
+}
+static long p_fallocate_zero_range(void)
+{
+    return fallocate_tmp(FALLOC_FL_ZERO_RANGE);
+}
+static long p_fallocate_plain(void)
+{
+    return fallocate_tmp(0);
+}
 static long p_personality_aslr(void)
 {
     return rc_of(syscall(SYS_personality, ADDR_NO_RANDOMIZE));
@@ -533,6 +559,9 @@ static const probe PROBES[] = {
     {"clone CLONE_NEWTIME", p_clone_newtime, EPERM, GUARD, false},
     {"prctl PR_SET_MM", p_prctl_set_mm, EPERM, GUARD, false},
     {"prctl PR_SET_MM|1<<32", p_prctl_set_mm_hi, EPERM, GUARD, false},
+    {"fallocate KEEP_SIZE", p_fallocate_keep_size, EOPNOTSUPP, GUARD, false},
+    {"fallocate PUNCH_HOLE", p_fallocate_punch_hole, EOPNOTSUPP, GUARD, false},
+    {"fallocate ZERO_RANGE", p_fallocate_zero_range, EOPNOTSUPP, GUARD, false},
     {"socket AF_INET", p_sock_inet, EAFNOSUPPORT, FAMILY, false},
     {"socket AF_INET6", p_sock_inet6, EAFNOSUPPORT, FAMILY, false},
     {"socket AF_NETLINK", p_sock_netlink, EAFNOSUPPORT, FAMILY, false},
@@ -545,6 +574,7 @@ static const probe PROBES[] = {
     {"ioctl FIONREAD", p_ioctl_fionread, 0, ALLOWED, false},
     {"personality(query)", p_personality_query, 0, ALLOWED, false},
     {"prctl PR_SET_NAME", p_prctl_name, 0, ALLOWED, false},
+    {"fallocate (plain)", p_fallocate_plain, 0, ALLOWED, false},
     {"fork", p_fork, 0, ALLOWED, false},
     {"pthread_create", p_thread, 0, ALLOWED, false},
     {"clone (no flags)", p_clone_plain, 0, ALLOWED, false},
