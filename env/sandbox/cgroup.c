@@ -26,6 +26,9 @@
 /* How long a v1 freeze may take before we kill anyway (a task in uninterruptible sleep can keep
  * the cgroup FREEZING; SIGKILL still reaches it once it wakes). */
 #define FREEZE_WAIT_MS 100
+/* How long sbx_cg_freeze waits for the kernel to confirm a freeze: a busy cgroup freezes within
+ * milliseconds; only a task stuck in uninterruptible sleep takes longer. */
+#define FREEZE_CONFIRM_MS 1000
 /* Pids handled per kill round; a bigger cgroup is emptied over several rounds. */
 #define KILL_BATCH 1024
 #define LINE_MAX_ 4096
@@ -684,16 +687,25 @@ static bool wait_empty(const sbx_cgroup *cg, int64_t until)
 }
 
 /* v1 freezer: FROZEN stops every task, so none can fork or exit while the list is read and
- * signalled. v1 frozen tasks do not die of SIGKILL until thawed, hence freeze/kill/thaw. */
-static void v1_freeze(const char *freezer, bool on)
+ * signalled. v1 frozen tasks do not die of SIGKILL until thawed, hence freeze/kill/thaw. Returns
+ * whether the state reads FROZEN within wait_ms (thawing: whether the write went through). */
+static bool v1_freeze(const char *freezer, bool on, int wait_ms)
 {
-    if (!freezer[0] || write_at(freezer, "freezer.state", on ? "FROZEN" : "THAWED") < 0 || !on)
-        return;
-    int64_t until = now_ms() + FREEZE_WAIT_MS;
+    if (!freezer[0] || write_at(freezer, "freezer.state", on ? "FROZEN" : "THAWED") < 0)
+        return false;
+    if (!on)
+        return true;
+    int64_t until = now_ms() + wait_ms;
     char st[32];
-    while (read_at(freezer, "freezer.state", st, sizeof st) > 0 && strncmp(st, "FROZEN", 6) != 0 &&
-           now_ms() < until)
+    for (;;) {
+        if (read_at(freezer, "freezer.state", st, sizeof st) <= 0)
+            return false;
+        if (strncmp(st, "FROZEN", 6) == 0)
+            return true;
+        if (now_ms() >= until)
+            return false;
         nap_ms(1);
+    }
 }
 
 /* One round: (freeze,) SIGKILL whatever each hierarchy lists, (thaw). A launcher between its
@@ -702,10 +714,10 @@ static void kill_round(const sbx_cgroup *cg)
 {
     const char *dirs[3];
     int n = dirs_of(cg, dirs);
-    v1_freeze(cg->v1_freezer, true);
+    (void)v1_freeze(cg->v1_freezer, true, FREEZE_WAIT_MS);
     for (int i = 0; i < n; i++)
         kill_listed(dirs[i]);
-    v1_freeze(cg->v1_freezer, false);
+    (void)v1_freeze(cg->v1_freezer, false, 0);
 }
 
 int sbx_cg_kill(const sbx_cgroup *cg)
@@ -721,6 +733,52 @@ int sbx_cg_kill(const sbx_cgroup *cg)
         (void)wait_empty(cg, now_ms() + 20 < until ? now_ms() + 20 : until);
     }
     return 0;
+}
+
+/* ---- freeze ---------------------------------------------------------------------------------- */
+
+/* v2: cgroup.freeze, then cgroup.events' "frozen 1" once every task has stopped. */
+static int v2_freeze(const char *dir, bool on, int wait_ms)
+{
+    if (!exists(dir, "cgroup.freeze")) {
+        errno = ENOTSUP; /* kernels before 5.2 */
+        return -1;
+    }
+    if (write_at(dir, "cgroup.freeze", on ? "1" : "0") < 0)
+        return -1;
+    if (!on)
+        return 0;
+    int64_t until = now_ms() + wait_ms;
+    for (;;) {
+        uint64_t frozen = 0;
+        if (read_key(dir, "cgroup.events", "frozen", &frozen) < 0) {
+            errno = ENOTSUP;
+            return -1;
+        }
+        if (frozen == 1)
+            return 0;
+        if (now_ms() >= until) {
+            errno = ETIMEDOUT;
+            return -1;
+        }
+        nap_ms(1);
+    }
+}
+
+int sbx_cg_freeze(const sbx_cgroup *cg, bool on)
+{
+    if (cg->v2[0])
+        return v2_freeze(cg->v2, on, FREEZE_CONFIRM_MS);
+    if (!cg->v1_freezer[0]) {
+        errno = ENOTSUP;
+        return -1;
+    }
+    errno = 0;
+    if (v1_freeze(cg->v1_freezer, on, FREEZE_CONFIRM_MS))
+        return 0;
+    if (errno == 0)
+        errno = ETIMEDOUT;
+    return -1;
 }
 
 /* ---- stats ----------------------------------------------------------------------------------- */

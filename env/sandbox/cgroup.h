@@ -76,6 +76,14 @@ int sbx_cg_dir_fd(const sbx_cgroup *cg);
  * cgroup.kill. v1: freeze, SIGKILL each listed pid (pinned by a pidfd, re-checked as still
  * listed), thaw, repeat until every hierarchy's cgroup.procs is empty. */
 int sbx_cg_kill(const sbx_cgroup *cg);
+/* Freezes (on) or thaws (!on) every process in the cgroup: a frozen process gets no CPU at all
+ * until thawed, so it cannot compete with anything the server runs meanwhile. v1: freezer.state
+ * FROZEN/THAWED; v2: cgroup.freeze 1/0. Freezing waits (bounded, 1 s) until the kernel says the
+ * whole cgroup is frozen. Returns 0, or -1 with errno: ENOTSUP (no freezer: v1 without the freezer
+ * hierarchy, a v2 kernel before 5.2), ETIMEDOUT (a task would not freeze in time, e.g. one in
+ * uninterruptible sleep; the freeze stays requested), or the write's error. Whatever it returns, a
+ * later thaw undoes a freeze. A frozen cgroup can still be killed: sbx_cg_kill works on it. */
+int sbx_cg_freeze(const sbx_cgroup *cg, bool on);
 int sbx_cg_stats_read(const sbx_cgroup *cg, sbx_cg_stats *st);
 /* Removes the cgroup (kills first if anything is left). */
 void sbx_cg_destroy(sbx_cgroup *cg);

@@ -1,6 +1,7 @@
 #include "sandbox/sandbox.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
@@ -33,13 +34,33 @@ static int kill_listed(const char *dir)
     return n;
 }
 
+/* Undoes a freeze of a cgroup (v1 freezer.state, v2 cgroup.freeze) where its hierarchy has
+ * one: a server killed while it evaluated leaves its episodes' background jobs frozen, and a
+ * frozen task (v1) does not die of SIGKILL until thawed. */
+static void thaw_cgroup(const char *dir)
+{
+    static const char *const files[][2] = {{"freezer.state", "THAWED"}, {"cgroup.freeze", "0"}};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char path[SBX_CG_PATH_MAX + 300];
+        snprintf(path, sizeof path, "%s/%s", dir, files[i][0]);
+        int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        ssize_t w = write(fd, files[i][1], strlen(files[i][1])); /* best effort: kills retry */
+        (void)w;
+        close(fd);
+    }
+}
+
 /* rmdir of a cgroup tree, children first (an empty cgroup's files go with its directory). What
  * still runs in it belonged to a server that is gone (background jobs outlive a SIGKILLed
- * server): it is killed first. */
+ * server): it is killed first, and thawed so that it can die. */
 static void remove_cgroup_tree(const char *dir)
 {
-    for (int round = 0; round < 50 && kill_listed(dir) > 0; round++)
+    for (int round = 0; round < 50 && kill_listed(dir) > 0; round++) {
+        thaw_cgroup(dir);
         usleep(10000);
+    }
     DIR *d = opendir(dir);
     struct dirent *e;
     while (d && (e = readdir(d))) {
@@ -100,7 +121,9 @@ int sandbox_init(sandbox *s, const char *launcher, const char *profiles_dir, boo
     bool cg_ok = s->report.cg_ok;
     if (cg_ok) {
         s->cg = s->report.cg;
-        const char *mine[] = {s->cg.v2_base, s->cg.v1_memory, s->cg.v1_pids, s->cg.v1_freezer};
+        /* The freezer's first: its stale tasks can only die once thawed there, and until they
+         * die the other hierarchies' directories cannot go. */
+        const char *mine[] = {s->cg.v1_freezer, s->cg.v2_base, s->cg.v1_memory, s->cg.v1_pids};
         for (size_t i = 0; i < sizeof mine / sizeof mine[0]; i++)
             remove_stale_cgroups(mine[i]);
     }
@@ -386,6 +409,15 @@ void sandbox_job_free(void *ptr)
     sbx_cg_kill(&j->cg);
     sbx_cg_destroy(&j->cg);
     free(j);
+}
+
+int sandbox_job_freeze(sandbox_job *j, bool on)
+{
+    if (!j) {
+        errno = EINVAL;
+        return -1;
+    }
+    return sbx_cg_freeze(&j->cg, on);
 }
 
 void sandbox_result_deinit(sandbox_result *res)

@@ -71,9 +71,9 @@ typedef struct sandbox_cmd {
     const char *const *argv; /* inside the sandbox, argv[0] absolute */
     int timeout_ms;          /* capped by the profile's wall limit */
     int kill_grace_ms;
-    size_t capture_cap;      /* per stream; 0 = the profile's output cap */
-    const char *tag;         /* names the cgroup (e.g. the episode id) */
-    uint64_t max_file_bytes; /* lowers the profile's RLIMIT_FSIZE (0 = the profile's) */
+    size_t capture_cap;             /* per stream; 0 = the profile's output cap */
+    const char *tag;                /* names the cgroup (e.g. the episode id) */
+    uint64_t max_file_bytes;        /* lowers the profile's RLIMIT_FSIZE (0 = the profile's) */
     const char *const *gpu_devices; /* NULL-terminated device nodes (candidate profile), or NULL */
     const char *const *env;         /* NULL-terminated NAME=VALUE entries added, or NULL */
 } sandbox_cmd;
@@ -100,6 +100,10 @@ sandbox_job *sandbox_job_new(sandbox *s, const sandbox_cmd *cmd, char *err, size
 const char *const *sandbox_job_argv(const sandbox_job *j);
 /* Kills whatever is left in the job's cgroup, removes it, frees j (a job_hook callback). */
 void sandbox_job_free(void *j);
+/* Freezes (on) or thaws every process of the job through its cgroup's freezer (sbx_cg_freeze),
+ * e.g. while the trusted judge measures the same episode. 0, or -1 with errno (ENOTSUP: this
+ * host has no freezer). A frozen job can still be killed and freed. */
+int sandbox_job_freeze(sandbox_job *j, bool on);
 
 typedef struct sandbox_result {
     spawn_result run; /* exit code, signal, output, wall time, rusage */

@@ -4,9 +4,6 @@
  * the files), in its own process group, with the workspace as cwd, stdin closed, a clean
  * environment and resource limits. A command in the background (run_in_background) becomes a
  * job of the episode's job table (jobs.c), read with BashOutput and stopped with KillBash. */
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
-
 #include <errno.h>
 #include <linux/magic.h>
 #include <sys/statfs.h>
@@ -17,6 +14,7 @@
 
 #include "sandbox/sandbox.h"
 #include "spawn.h"
+#include "tools/agent_regex.h"
 #include "tools/jobs.h"
 #include "tools/tool.h"
 #include "tools/fs.h"
@@ -26,6 +24,9 @@
 
 #define BASH_PATH "/bin/bash"
 #define JOB_PREFIX "bash_"
+/* BashOutput's filter runs on a server thread: its matches together get this long, after
+ * which the remaining lines are dropped (and the output says so). */
+#define FILTER_TIME_BUDGET_MS 3000
 
 /* ---- shared helpers -------------------------------------------------------------------------- */
 
@@ -122,6 +123,12 @@ static int parse_job_id(const char *s)
 }
 
 /* ---- Bash ------------------------------------------------------------------------------------ */
+
+/* A sandboxed job's on_freeze: its cgroup's freezer (while the judge evaluates the episode). */
+static int freeze_job(void *ctx, bool on)
+{
+    return sandbox_job_freeze(ctx, on);
+}
 
 /* The command's environment, built before spawning (nothing of the server's leaks in). */
 typedef struct bash_env {
@@ -424,7 +431,7 @@ static void bash_run(const tool_env *env, const json_t *args, tool_result *res)
     const char *argv[] = {BASH_PATH, "-c", command, NULL};
     spawn_opts o;
     bash_opts(env, argv, &be, timeout, &o);
-    job_hook hook = {sandbox_job_free, NULL};
+    job_hook hook = {.on_end = sandbox_job_free, .ctx = NULL, .on_freeze = freeze_job};
     if (background && sandboxed(env)) {
         /* A background job is the launcher, in a cgroup of its own; killing its process group
          * ends the sandbox's init and with it every process the job started, and the hook
@@ -466,7 +473,8 @@ const tool_def tool_def_bash = {
         "ms (default and maximum are set by the episode), memory, CPU time, file size, disk "
         "quota. On timeout the whole process group is killed. Processes left running when the "
         "command exits are killed too: use run_in_background for long-running work, then "
-        "BashOutput to read it and KillBash to stop it. Long output keeps its head and tail.",
+        "BashOutput to read it and KillBash to stop it (background commands are paused while "
+        "Verify, Profile or Submit evaluate). Long output keeps its head and tail.",
     .schema = "{\"type\":\"object\",\"properties\":{"
               "\"command\":{\"type\":\"string\",\"description\":\"The command to execute\"},"
               "\"timeout\":{\"type\":\"integer\",\"minimum\":1,"
@@ -482,15 +490,53 @@ const tool_def tool_def_bash = {
 
 /* ---- BashOutput ------------------------------------------------------------------------------ */
 
-typedef struct regex_ctx {
-    pcre2_code *re;
-    pcre2_match_data *md;
-} regex_ctx;
+/* BashOutput's filter: an agent regex under agent_regex's limits and a time budget. */
+typedef struct filter_ctx {
+    agent_regex rx;
+    size_t over_limit; /* lines a PCRE2 limit stopped (dropped) */
+    int limit_err;     /* the first such error */
+    size_t late;       /* lines left unmatched (dropped) once the budget ran out */
+} filter_ctx;
 
-static bool regex_keep(const char *line, size_t len, void *ctx)
+static bool filter_keep(const char *line, size_t len, void *ctx)
 {
-    regex_ctx *rc = ctx;
-    return pcre2_match(rc->re, (PCRE2_SPTR)line, len, 0, 0, rc->md, NULL) >= 0;
+    filter_ctx *fc = ctx;
+    if (agent_regex_expired(&fc->rx)) {
+        fc->late++;
+        return false;
+    }
+    int rc = agent_regex_match(&fc->rx, line, len, 0, NULL, NULL);
+    if (rc < 0) {
+        if (!fc->over_limit++)
+            fc->limit_err = rc;
+        return false;
+    }
+    return rc == 1;
+}
+
+/* Says which lines the filter could not judge, after the output. */
+static void filter_notes(strbuf *sb, json_t *data, const filter_ctx *fc)
+{
+    if (fc->over_limit) {
+        char msg[256], line[512];
+        agent_regex_error_text(fc->limit_err, msg, sizeof msg);
+        snprintf(line, sizeof line,
+                 "[filter: %zu line%s dropped: the pattern needs too much work to match them "
+                 "(%s). Simplify it: avoid nested quantifiers such as (a+)+.]",
+                 fc->over_limit, fc->over_limit == 1 ? "" : "s", msg);
+        append_line(sb, line);
+        json_object_set_new(data, "filter_limit_lines", json_integer((json_int_t)fc->over_limit));
+    }
+    if (fc->late) {
+        char line[320];
+        snprintf(line, sizeof line,
+                 "[filter: ran out of time after %d ms; the remaining %zu line%s "
+                 "were dropped unmatched and will not be shown again. Use a simpler pattern.]",
+                 FILTER_TIME_BUDGET_MS, fc->late, fc->late == 1 ? "" : "s");
+        append_line(sb, line);
+        json_object_set_new(data, "filter_timed_out", json_true());
+        json_object_set_new(data, "filter_dropped_lines", json_integer((json_int_t)fc->late));
+    }
 }
 
 static void status_line(strbuf *sb, const job_info *info)
@@ -524,30 +570,32 @@ static void bashoutput_run(const tool_env *env, const json_t *args, tool_result 
     const char *sid = json_string_value(json_object_get(args, "bash_id"));
     const char *filter = json_string_value(json_object_get(args, "filter"));
     int id = parse_job_id(sid);
-    regex_ctx rx = {NULL, NULL};
-    if (filter && filter[0]) {
-        int err;
-        PCRE2_SIZE off;
-        rx.re = pcre2_compile((PCRE2_SPTR)filter, PCRE2_ZERO_TERMINATED,
-                              PCRE2_UTF | PCRE2_MATCH_INVALID_UTF, &err, &off, NULL);
-        if (!rx.re) {
-            PCRE2_UCHAR msg[256];
-            pcre2_get_error_message(err, msg, sizeof msg);
-            tool_fail(res, "INVALID_TOOL_CALL", json_pack("{s:s}", "detail", (char *)msg),
-                      "BashOutput: invalid filter regex at offset %zu: %s", (size_t)off,
-                      (char *)msg);
+    filter_ctx fc = {0};
+    bool filtered = filter && filter[0];
+    if (filtered) {
+        char msg[256];
+        size_t off;
+        int crc = agent_regex_compile(&fc.rx, filter, strlen(filter), AGENT_RE_RAW_SUBJECT, msg,
+                                      sizeof msg, &off);
+        if (crc != AGENT_REGEX_OK) {
+            agent_regex_free(&fc.rx);
+            if (crc == AGENT_REGEX_INVALID)
+                tool_fail(res, "INVALID_TOOL_CALL", json_pack("{s:s}", "detail", msg),
+                          "BashOutput: invalid filter regex at offset %zu: %s", off, msg);
+            else
+                tool_fail(res, "INVALID_TOOL_CALL", json_pack("{s:s}", "detail", msg),
+                          "BashOutput: unusable filter regex: %s", msg);
             return;
         }
-        rx.md = pcre2_match_data_create_from_pattern(rx.re, NULL);
+        agent_regex_start_budget(&fc.rx, FILTER_TIME_BUDGET_MS);
     }
     job_info info;
     spawn_stream out = {0};
     size_t cap = env->limits->max_output_chars ? env->limits->max_output_chars : 30000;
     int rc = id > 0 && env->jobs
-                 ? job_read_new(env->jobs, id, cap, rx.re ? regex_keep : NULL, &rx, &info, &out)
+                 ? job_read_new(env->jobs, id, cap, filtered ? filter_keep : NULL, &fc, &info, &out)
                  : JOB_E_NOT_FOUND;
-    pcre2_match_data_free(rx.md);
-    pcre2_code_free(rx.re);
+    agent_regex_free(&fc.rx);
     if (rc == JOB_E_NOT_FOUND) {
         free(out.data);
         tool_fail(res, "JOB_NOT_FOUND", json_pack("{s:s}", "bash_id", sid ? sid : ""),
@@ -570,10 +618,11 @@ static void bashoutput_run(const tool_env *env, const json_t *args, tool_result 
     else
         sb_puts(&sb, out.total ? "(no new output matching the filter)" : "(no new output)");
     free(text);
-    status_line(&sb, &info);
     json_t *data =
         json_pack("{s:s,s:s,s:I,s:b}", "bash_id", idbuf, "status", job_status_name(info.status),
                   "new_bytes", (json_int_t)out.total, "truncated", trunc || out.truncated);
+    filter_notes(&sb, data, &fc);
+    status_line(&sb, &info);
     json_object_set_new(data, "exit_code",
                         info.status == JOB_RUNNING ? json_null() : json_integer(info.exit_code));
     if (info.status != JOB_RUNNING && info.term_signal)
@@ -590,7 +639,8 @@ const tool_def tool_def_bashoutput = {
         "since the last BashOutput call for it (stdout and stderr merged, head and tail kept "
         "when long), followed by its status: running, exited (with exit code), killed or "
         "timed_out. filter: optional regular expression (PCRE); only matching lines are "
-        "returned, the others are consumed and will not be shown again.",
+        "returned, the others are consumed and will not be shown again (a pattern too costly "
+        "to match drops lines, and says so).",
     .schema = "{\"type\":\"object\",\"properties\":{"
               "\"bash_id\":{\"type\":\"string\","
               "\"description\":\"The ID of the background shell, e.g. bash_1\"},"

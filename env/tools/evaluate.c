@@ -9,6 +9,7 @@
 
 #include "harness/eval.h"
 #include "harness/reward.h"
+#include "tools/jobs.h"
 #include "tools/tool.h"
 #include "util/strbuf.h"
 
@@ -55,7 +56,8 @@ static void describe(strbuf *sb, const json_t *c)
         return;
     }
     size_t n = json_array_size(json_object_get(c, "checks"));
-    sb_printf(sb, "Correct: %zu checks passed on fresh inputs (max abs err %.3g, max rel err %.3g)\n",
+    sb_printf(sb,
+              "Correct: %zu checks passed on fresh inputs (max abs err %.3g, max rel err %.3g)\n",
               n, num_of(c, "max_abs_err_all"), num_of(c, "max_rel_err_all"));
     double tc = num_of(c, "t_candidate_ms");
     if (isnan(tc))
@@ -77,7 +79,8 @@ static void add_error_totals(json_t *c)
     double a = 0, r = 0;
     size_t i;
     json_t *chk;
-    json_array_foreach(json_object_get(c, "checks"), i, chk) {
+    json_array_foreach(json_object_get(c, "checks"), i, chk)
+    {
         double ca = num_of(chk, "max_abs_err"), cr = num_of(chk, "max_rel_err");
         a = !isnan(ca) && ca > a ? ca : a;
         r = !isnan(cr) && cr > r ? cr : r;
@@ -93,17 +96,42 @@ static reward_mode mode_of(const tool_env *env)
     return m;
 }
 
+/* The episode's background jobs are frozen for the whole evaluation (the rebuild, the wait for
+ * the device, the judge, a retry) and thawed after it, whatever its outcome: left running, a busy
+ * loop would share the CPUs with the judge, inflating the eager and torch.compile baselines it
+ * measures (and caches for every later evaluation of the task) or starving it into a timeout.
+ * The result says how many were frozen, and how many kept running (no freezer on this host,
+ * e.g. weak mode). eval_run always returns, so the thaw always runs. */
 static json_t *evaluate(const tool_env *env, const char *mode)
 {
+    job_freeze_count frozen = job_table_freeze(env->jobs, true);
     json_t *c = eval_run(env->eval, env, mode);
     if (!is_ok(c) && strcmp(mode, "final") == 0) { /* infra: try once more before giving up */
         json_decref(c);
         c = eval_run(env->eval, env, mode);
         json_object_set_new(c, "retried", json_true());
     }
+    (void)job_table_freeze(env->jobs, false);
+    json_object_set_new(c, "jobs_frozen", json_integer((json_int_t)frozen.frozen));
+    json_object_set_new(c, "jobs_not_frozen", json_integer((json_int_t)frozen.unfrozen));
     add_error_totals(c);
     reward_apply(c, mode_of(env));
     return c;
+}
+
+/* What happened to the agent's background commands meanwhile. */
+static void describe_jobs(strbuf *sb, const json_t *c)
+{
+    json_int_t frozen = json_integer_value(json_object_get(c, "jobs_frozen"));
+    json_int_t running = json_integer_value(json_object_get(c, "jobs_not_frozen"));
+    if (frozen > 0)
+        sb_printf(sb, "(%lld background command%s paused during the evaluation, resumed after.)\n",
+                  (long long)frozen, frozen == 1 ? " was" : "s were");
+    if (running > 0)
+        sb_printf(sb,
+                  "(%lld background command%s kept running during the evaluation: this server "
+                  "cannot pause them.)\n",
+                  (long long)running, running == 1 ? "" : "s");
 }
 
 /* Finishes res from an evaluation: an error unless correct. c is stolen. */
@@ -112,10 +140,11 @@ static void report(tool_result *res, json_t *c, const char *title)
     strbuf sb = {0};
     sb_printf(&sb, "%s\n", title);
     describe(&sb, c);
+    describe_jobs(&sb, c);
     const char *code = !is_ok(c) ? "INFRA_ERROR"
-                       : !is_correct(c) ? (str_of(c, "error_code")[0] ? str_of(c, "error_code")
-                                                                       : "INCORRECT")
-                                        : NULL;
+                       : !is_correct(c)
+                           ? (str_of(c, "error_code")[0] ? str_of(c, "error_code") : "INCORRECT")
+                           : NULL;
     char *text = sb_steal(&sb);
     if (code)
         tool_fail(res, code, c, "%s", text);
@@ -168,9 +197,11 @@ static int write_files(const tool_env *env, const json_t *files, tool_result *re
 {
     const char *path;
     json_t *content;
-    json_object_foreach((json_t *)files, path, content) {
+    json_object_foreach((json_t *)files, path, content)
+    {
         if (!json_is_string(content)) {
-            tool_fail(res, "INVALID_TOOL_CALL", NULL, "files.%s: the content must be a string", path);
+            tool_fail(res, "INVALID_TOOL_CALL", NULL, "files.%s: the content must be a string",
+                      path);
             return -1;
         }
         json_t *wargs = json_pack("{s:s, s:O}", "file_path", path, "content", content);
@@ -222,18 +253,20 @@ static void run_submit(const tool_env *env, const json_t *args, tool_result *res
 
 const tool_def tool_def_verify = {
     .name = "Verify",
-    .description = "Checks ModelNew (model_new.py + your kernels, rebuilt if changed) against the "
-                   "reference Model on 5 fresh random input sets and weights plus a mixed-sign probe, "
-                   "in a separate trusted process. Reports correct or the first failing check.",
+    .description =
+        "Checks ModelNew (model_new.py + your kernels, rebuilt if changed) against the "
+        "reference Model on 5 fresh random input sets and weights plus a mixed-sign probe, "
+        "in a separate trusted process. Reports correct or the first failing check.",
     .schema = "{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}",
     .run = run_verify,
 };
 
 const tool_def tool_def_profile = {
     .name = "Profile",
-    .description = "Verifies ModelNew, then times it against PyTorch eager and torch.compile of the "
-                   "reference on fresh inputs (every timed output is checked). Reports the median "
-                   "times, their spread and the speed-ups.",
+    .description =
+        "Verifies ModelNew, then times it against PyTorch eager and torch.compile of the "
+        "reference on fresh inputs (every timed output is checked). Reports the median "
+        "times, their spread and the speed-ups.",
     .schema = "{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}",
     .run = run_profile,
 };

@@ -1,29 +1,23 @@
 /* Grep: searches workspace files with a PCRE2 regular expression, ripgrep style.
  *
- * Patterns come from the agent, so every match runs under PCRE2's match, depth and heap limits
- * (catastrophic backtracking becomes a REGEX_LIMIT error, not a hung thread), and the whole search
- * under a time budget. Binary and non-UTF-8 files are skipped. */
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
-
+ * Patterns come from the agent, so every match runs under agent_regex's limits (catastrophic
+ * backtracking becomes a REGEX_LIMIT error, not a hung thread), and the whole search under a time
+ * budget. Binary and non-UTF-8 files are skipped. */
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "tools/agent_regex.h"
 #include "tools/fs.h"
 #include "tools/globpat.h"
 #include "tools/tool.h"
 #include "util/strbuf.h"
 #include "util/text.h"
 
-#define GREP_MATCH_LIMIT 1000000  /* backtracking steps per match attempt */
-#define GREP_DEPTH_LIMIT 200000   /* nested backtracking points per match attempt */
-#define GREP_HEAP_LIMIT_KIB 65536 /* backtracking memory per match attempt */
 #define GREP_TIME_BUDGET_MS 15000 /* the whole search */
 #define GREP_MAX_CONTEXT 1000     /* -A/-B/-C beyond this are clamped */
-#define GREP_MAX_PATTERN 65536
 
 typedef enum grep_mode { MODE_CONTENT, MODE_FILES, MODE_COUNT } grep_mode;
 
@@ -58,10 +52,7 @@ typedef struct grep_req {
 /* The state of one search. */
 typedef struct grep_state {
     const grep_req *req;
-    pcre2_code *re;
-    pcre2_match_data *md;
-    pcre2_match_context *mctx;
-    struct timespec deadline;
+    agent_regex rx; /* with the search's time budget */
     strbuf out;
     size_t out_lines;
     bool head_cut, printed_any, timed_out;
@@ -159,52 +150,37 @@ static int parse_req(const json_t *args, grep_req *r, tool_result *res)
 
 static void state_free(grep_state *g)
 {
-    pcre2_match_data_free(g->md);
-    pcre2_match_context_free(g->mctx);
-    pcre2_code_free(g->re);
+    agent_regex_free(&g->rx);
     sb_free(&g->out);
 }
 
-/* Compiles the pattern and sets the limits; on failure fills res and returns -1. */
+/* Compiles the pattern (with agent_regex's limits); on failure fills res and returns -1. */
 static int compile_pattern(const json_t *args, const grep_req *r, grep_state *g, tool_result *res)
 {
     const json_t *pv = json_object_get(args, "pattern");
     size_t len = json_string_length(pv);
-    if (!json_is_string(pv) || len > GREP_MAX_PATTERN) {
+    if (!json_is_string(pv) || len > AGENT_REGEX_MAX_PATTERN) {
         tool_fail(res, "INVALID_TOOL_CALL", NULL, "pattern must be a string of at most %d bytes",
-                  GREP_MAX_PATTERN);
+                  AGENT_REGEX_MAX_PATTERN);
         return -1;
     }
-    /* \C could end a match inside a UTF-8 character, and the next search starts there with the
-     * UTF check off: refuse it. */
-    uint32_t opts = PCRE2_UTF | PCRE2_UCP | PCRE2_NEVER_BACKSLASH_C;
-    if (bool_arg(args, "-i", false))
-        opts |= PCRE2_CASELESS;
-    if (r->multiline)
-        opts |= PCRE2_MULTILINE | PCRE2_DOTALL;
-    int err;
-    PCRE2_SIZE off;
-    g->re = pcre2_compile((PCRE2_SPTR)json_string_value(pv), len, opts, &err, &off, NULL);
-    if (!g->re) {
-        PCRE2_UCHAR msg[256];
-        if (pcre2_get_error_message(err, msg, sizeof msg) < 0)
-            strcpy((char *)msg, "unknown error");
+    unsigned flags = (bool_arg(args, "-i", false) ? AGENT_RE_CASELESS : 0) |
+                     (r->multiline ? AGENT_RE_MULTILINE : 0);
+    char msg[256];
+    size_t off;
+    int rc = agent_regex_compile(&g->rx, json_string_value(pv), len, flags, msg, sizeof msg, &off);
+    if (rc == AGENT_REGEX_INVALID) {
         tool_fail(res, "INVALID_REGEX",
-                  json_pack("{s:s,s:I}", "message", (char *)msg, "offset", (json_int_t)off),
+                  json_pack("{s:s,s:I}", "message", msg, "offset", (json_int_t)off),
                   "Invalid regular expression at offset %zu: %s. Grep uses PCRE2 (Perl) syntax; "
                   "escape literal characters such as ( [ { . * + ? with a backslash.",
-                  (size_t)off, (char *)msg);
+                  off, msg);
         return -1;
     }
-    g->md = pcre2_match_data_create_from_pattern(g->re, NULL);
-    g->mctx = pcre2_match_context_create(NULL);
-    if (!g->md || !g->mctx) {
-        tool_fail(res, "IO_ERROR", NULL, "out of memory");
+    if (rc != AGENT_REGEX_OK) {
+        tool_fail(res, "IO_ERROR", NULL, "%s", msg);
         return -1;
     }
-    pcre2_set_match_limit(g->mctx, GREP_MATCH_LIMIT);
-    pcre2_set_depth_limit(g->mctx, GREP_DEPTH_LIMIT);
-    pcre2_set_heap_limit(g->mctx, GREP_HEAP_LIMIT_KIB);
     return 0;
 }
 
@@ -213,24 +189,12 @@ static int compile_pattern(const json_t *args, const grep_req *r, grep_state *g,
 static int match_at(grep_state *g, const char *subject, size_t len, size_t start, size_t *ms,
                     size_t *me)
 {
-    int rc =
-        pcre2_match(g->re, (PCRE2_SPTR)subject, len, start, PCRE2_NO_UTF_CHECK, g->md, g->mctx);
-    if (rc == PCRE2_ERROR_NOMATCH)
-        return 0;
-    if (rc < 0)
-        return rc;
-    PCRE2_SIZE *ov = pcre2_get_ovector_pointer(g->md);
-    *ms = ov[0];
-    *me = ov[1] < ov[0] ? ov[0] : ov[1]; /* \K can put the end before the start */
-    return 1;
+    return agent_regex_match(&g->rx, subject, len, start, ms, me);
 }
 
-static bool past_deadline(const grep_state *g)
+static bool past_deadline(grep_state *g)
 {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return now.tv_sec > g->deadline.tv_sec ||
-           (now.tv_sec == g->deadline.tv_sec && now.tv_nsec >= g->deadline.tv_nsec);
+    return agent_regex_expired(&g->rx);
 }
 
 /* ---- output ---------------------------------------------------------------------------------- */
@@ -599,10 +563,9 @@ static json_t *list_matched_files(grep_state *g, file_list *matched)
 
 static void fail_regex_limit(grep_state *g, tool_result *res)
 {
-    PCRE2_UCHAR msg[256];
-    if (pcre2_get_error_message(g->regex_err, msg, sizeof msg) < 0)
-        strcpy((char *)msg, "resource limit");
-    json_t *data = json_pack("{s:s,s:s}", "file_path", g->regex_err_file, "message", (char *)msg);
+    char msg[256];
+    agent_regex_error_text(g->regex_err, msg, sizeof msg);
+    json_t *data = json_pack("{s:s,s:s}", "file_path", g->regex_err_file, "message", msg);
     if (g->regex_err_line)
         json_object_set_new(data, "line", json_integer((json_int_t)g->regex_err_line));
     char where[WS_PATH_MAX + 48];
@@ -613,7 +576,7 @@ static void fail_regex_limit(grep_state *g, tool_result *res)
     tool_fail(res, "REGEX_LIMIT", data,
               "The pattern needs too much work to match (%s) in %s. Simplify it: avoid nested "
               "quantifiers such as (a+)+ and prefer specific character classes to .*.",
-              (char *)msg, where);
+              msg, where);
 }
 
 static void report(const tool_env *env, grep_state *g, file_list *matched, bool incomplete,
@@ -666,13 +629,7 @@ static void grep_run(const tool_env *env, const json_t *args, tool_result *res)
         fs_fail_path(res, rc, p.shown);
         goto out;
     }
-    clock_gettime(CLOCK_MONOTONIC, &g.deadline);
-    g.deadline.tv_sec += GREP_TIME_BUDGET_MS / 1000;
-    g.deadline.tv_nsec += (GREP_TIME_BUDGET_MS % 1000) * 1000000L;
-    if (g.deadline.tv_nsec >= 1000000000L) {
-        g.deadline.tv_sec++;
-        g.deadline.tv_nsec -= 1000000000L;
-    }
+    agent_regex_start_budget(&g.rx, GREP_TIME_BUDGET_MS);
     if (search_files(env, &g, &files, &matched) != 0)
         fail_regex_limit(&g, res);
     else

@@ -21,6 +21,9 @@
 /* With a line filter, a line longer than this is matched (and returned) by its first bytes. */
 #define LINE_KEEP_MAX 65536
 #define READ_CHUNK 65536
+/* A filtered read consumes at most this much of a log per call (it holds it in memory while it
+ * filters); a log is normally bounded far below by the file size limit. */
+#define FILTER_READ_MAX (64u << 20)
 
 typedef struct job {
     job_info info;
@@ -30,6 +33,7 @@ typedef struct job {
     uint64_t read_off; /* bytes of the log already returned by job_read_new */
     job_hook hook;
     bool log_dropped; /* finished long ago: its log was emptied to bound the episode's disk */
+    bool frozen;      /* a freeze was asked of hook.on_freeze and not undone yet */
 } job;
 
 struct job_table {
@@ -39,6 +43,7 @@ struct job_table {
     int next_id;
     job **jobs;
     size_t n, cap;
+    int freeze_depth; /* job_table_freeze(on) calls not yet matched by an off */
 };
 
 static int64_t now_ms(void)
@@ -104,8 +109,20 @@ job_table *job_table_new(const char *log_dir, int max_jobs)
     return t;
 }
 
+/* Undoes a freeze of j, if one is pending. Lock held. */
+static void thaw_locked(job *j)
+{
+    if (!j->frozen)
+        return;
+    j->frozen = false;
+    if (j->hook.on_freeze)
+        (void)j->hook.on_freeze(j->hook.ctx, false);
+}
+
 static void job_finish(job *j, job_status st, const spawn_status *ss)
 {
+    thaw_locked(j);           /* a partly frozen job that ended anyway: leave nothing frozen */
+    j->hook.on_freeze = NULL; /* on_end frees ctx */
     j->info.status = st;
     j->info.exit_code = st == JOB_TIMED_OUT ? 124 : ss->exit_code;
     j->info.term_signal = ss->term_signal;
@@ -119,6 +136,15 @@ static void job_finish(job *j, job_status st, const spawn_status *ss)
 /* Kills j's group (grace as given) and reaps it. Lock held. */
 static void job_kill_locked(job *j, job_status st, int grace_ms)
 {
+    if (j->frozen) {
+        /* A frozen job cannot act on SIGTERM, and under the v1 freezer cannot even die of
+         * SIGKILL until thawed (the reap below would wait forever): SIGKILL the group while it
+         * is frozen, then thaw, so it dies without running again. What left the group dies
+         * with the job's cgroup (on_end). */
+        spawn_kill_group(j->info.pid, 0);
+        thaw_locked(j);
+        grace_ms = 0;
+    }
     spawn_kill_group(j->info.pid, grace_ms);
     spawn_status ss = {0};
     if (spawn_reap(j->info.pid, true, &ss) != 1) {
@@ -158,6 +184,49 @@ void job_table_reap(job_table *t)
     pthread_mutex_lock(&t->lock);
     reap_locked(t);
     pthread_mutex_unlock(&t->lock);
+}
+
+job_freeze_count job_table_freeze(job_table *t, bool on)
+{
+    job_freeze_count c = {0, 0};
+    if (!t)
+        return c;
+    pthread_mutex_lock(&t->lock);
+    if (on) {
+        t->freeze_depth++;
+        reap_locked(t); /* what ended or is overdue is not frozen but reaped */
+    } else {
+        if (t->freeze_depth > 0 && --t->freeze_depth > 0) {
+            pthread_mutex_unlock(&t->lock); /* an outer freeze still holds */
+            return c;
+        }
+        reap_locked(t); /* what passed its limit while frozen dies without running again */
+    }
+    for (size_t i = 0; i < t->n; i++) {
+        job *j = t->jobs[i];
+        if (!on) {
+            c.frozen += j->frozen;
+            thaw_locked(j);
+            continue;
+        }
+        if (j->info.status != JOB_RUNNING)
+            continue;
+        if (j->frozen) { /* frozen by an outer call already */
+            c.frozen++;
+            continue;
+        }
+        if (!j->hook.on_freeze) {
+            c.unfrozen++;
+            continue;
+        }
+        j->frozen = true; /* even if it fails: it may have frozen part of the job */
+        if (j->hook.on_freeze(j->hook.ctx, true) == 0)
+            c.frozen++;
+        else
+            c.unfrozen++;
+    }
+    pthread_mutex_unlock(&t->lock);
+    return c;
 }
 
 static size_t running_locked(const job_table *t)
@@ -335,40 +404,104 @@ int job_kill(job_table *t, int id, job_info *info, bool *was_running)
     return JOB_OK;
 }
 
-/* Line splitting for filtered reads. */
-typedef struct line_state {
-    char *buf;
-    size_t len; /* bytes of the current line kept (at most LINE_KEEP_MAX) */
-    job_line_filter filter;
-    void *ctx;
-    spawn_capture *cap;
-} line_state;
-
-static void line_emit(line_state *ls, bool newline)
+/* Where a filtered read of len new bytes stops: at their end, but while more may follow, before
+ * an unfinished last line (read whole next time) unless that line already reached LINE_KEEP_MAX
+ * (it is matched by its first bytes). */
+static size_t filtered_take(const char *buf, size_t len, bool more_may_follow)
 {
-    if (ls->filter(ls->buf, ls->len, ls->ctx)) {
-        spawn_capture_add(ls->cap, ls->buf, ls->len);
-        if (newline)
-            spawn_capture_add(ls->cap, "\n", 1);
-    }
-    ls->len = 0;
+    if (!more_may_follow || len == 0 || buf[len - 1] == '\n')
+        return len;
+    const char *nl = memrchr(buf, '\n', len);
+    size_t tail = nl ? len - (size_t)(nl - buf) - 1 : len;
+    return tail < LINE_KEEP_MAX ? len - tail : len;
 }
 
-static void line_feed(line_state *ls, const char *p, size_t n)
+/* A filtered read's first half: copies j's new bytes (at most FILTER_READ_MAX) into *data and
+ * marks what *len of them says as consumed. Lock held. JOB_OK or JOB_E_IO. */
+static int take_new_locked(job *j, char **data, size_t *len)
 {
-    while (n) {
-        const char *nl = memchr(p, '\n', n);
-        size_t seg = nl ? (size_t)(nl - p) : n;
-        size_t room = LINE_KEEP_MAX - ls->len;
-        size_t k = seg < room ? seg : room;
-        memcpy(ls->buf + ls->len, p, k);
-        ls->len += k;
-        if (!nl)
-            return;
-        line_emit(ls, true);
-        p = nl + 1;
-        n -= seg + 1;
+    *data = NULL;
+    *len = 0;
+    int fd = open(j->log_path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return JOB_E_IO;
     }
+    uint64_t end = (uint64_t)st.st_size;
+    uint64_t prev = j->read_off > end ? 0 : j->read_off; /* log truncated: start over */
+    size_t want = end - prev < FILTER_READ_MAX ? (size_t)(end - prev) : FILTER_READ_MAX;
+    char *buf = malloc(want ? want : 1);
+    size_t got = 0;
+    while (buf && got < want) {
+        ssize_t n = pread(fd, buf + got, want - got, (off_t)(prev + got));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    close(fd);
+    if (!buf)
+        return JOB_E_IO;
+    bool more = j->info.status == JOB_RUNNING || prev + got < end;
+    *len = filtered_take(buf, got, more);
+    j->read_off = prev + *len;
+    *data = buf;
+    return JOB_OK;
+}
+
+/* A filtered read's second half, without the lock: the lines of data the filter keeps go to c
+ * (a line longer than LINE_KEEP_MAX by its first bytes). */
+static void filter_lines(const char *data, size_t len, job_line_filter filter, void *ctx,
+                         spawn_capture *c)
+{
+    for (size_t off = 0; off < len;) {
+        const char *nl = memchr(data + off, '\n', len - off);
+        size_t seg = nl ? (size_t)(nl - (data + off)) : len - off;
+        size_t keep = seg < LINE_KEEP_MAX ? seg : LINE_KEEP_MAX;
+        if (filter(data + off, keep, ctx)) {
+            spawn_capture_add(c, data + off, keep);
+            if (nl)
+                spawn_capture_add(c, "\n", 1);
+        }
+        off += seg + (nl ? 1 : 0);
+    }
+}
+
+/* An unfiltered read: j's new bytes stream into c (which keeps head and tail). Lock held. Sets
+ * *consumed; JOB_OK or JOB_E_IO. */
+static int read_plain_locked(job *j, spawn_capture *c, uint64_t *consumed)
+{
+    *consumed = 0;
+    char *chunk = malloc(READ_CHUNK);
+    int fd = open(j->log_path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (!chunk || fd < 0 || fstat(fd, &st) != 0) {
+        free(chunk);
+        if (fd >= 0)
+            close(fd);
+        return JOB_E_IO;
+    }
+    uint64_t end = (uint64_t)st.st_size;
+    uint64_t prev = j->read_off > end ? 0 : j->read_off; /* log truncated: start over */
+    uint64_t off = prev;
+    while (off < end) {
+        size_t want = end - off < READ_CHUNK ? (size_t)(end - off) : READ_CHUNK;
+        ssize_t n = pread(fd, chunk, want, (off_t)off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        spawn_capture_add(c, chunk, (size_t)n);
+        off += (uint64_t)n;
+    }
+    close(fd);
+    free(chunk);
+    j->read_off = off;
+    *consumed = off - prev;
+    return JOB_OK;
 }
 
 int job_read_new(job_table *t, int id, size_t cap, job_line_filter filter, void *ctx,
@@ -382,61 +515,30 @@ int job_read_new(job_table *t, int id, size_t cap, job_line_filter filter, void 
         return JOB_E_NOT_FOUND;
     if (info)
         *info = j->info;
-    bool running = j->info.status == JOB_RUNNING;
-    int rc = JOB_OK;
     spawn_capture c;
     spawn_capture_init(&c, cap);
-    char *chunk = malloc(READ_CHUNK);
-    line_state ls = {.filter = filter, .ctx = ctx, .cap = &c};
-    if (filter)
-        ls.buf = malloc(LINE_KEEP_MAX);
-    int fd = open(j->log_path, O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    if (!chunk || (filter && !ls.buf) || fd < 0 || fstat(fd, &st) != 0) {
-        rc = JOB_E_IO;
-        goto done;
+    uint64_t consumed = 0;
+    char *data = NULL;
+    size_t len = 0;
+    int rc = filter ? take_new_locked(j, &data, &len) : read_plain_locked(j, &c, &consumed);
+    pthread_mutex_unlock(&t->lock);
+    if (filter && rc == JOB_OK) {
+        /* The filter may run an agent's pattern for seconds: never under the table's lock,
+         * which every call on the episode's jobs (and the reaper) needs. */
+        filter_lines(data, len, filter, ctx, &c);
+        consumed = len;
     }
-    uint64_t end = (uint64_t)st.st_size;
-    uint64_t off = j->read_off > end ? 0 : j->read_off; /* log truncated: start over */
-    uint64_t consumed_to;
-    while (off < end) {
-        size_t want = end - off < READ_CHUNK ? (size_t)(end - off) : READ_CHUNK;
-        ssize_t n = pread(fd, chunk, want, (off_t)off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        if (filter)
-            line_feed(&ls, chunk, (size_t)n);
-        else
-            spawn_capture_add(&c, chunk, (size_t)n);
-        off += (uint64_t)n;
-    }
-    consumed_to = off;
-    if (filter && ls.len) {
-        if (running && ls.len < LINE_KEEP_MAX)
-            consumed_to -= ls.len; /* an unfinished line: read it whole next time */
-        else
-            line_emit(&ls, false);
-    }
-    {
-        uint64_t prev = j->read_off > end ? 0 : j->read_off;
-        j->read_off = consumed_to;
+    free(data);
+    if (rc == JOB_OK) {
         spawn_capture_finish(&c, out);
-        out->total = consumed_to - prev; /* bytes consumed, matched or not */
+        out->total = consumed; /* bytes consumed, matched or not */
         if (!out->data)
             rc = JOB_E_IO;
     }
-done:
-    if (fd >= 0)
-        close(fd);
-    free(chunk);
-    free(ls.buf);
     if (rc != JOB_OK) {
         spawn_capture_deinit(&c);
         if (!out->data)
             out->data = strdup("");
     }
-    pthread_mutex_unlock(&t->lock);
     return rc;
 }

@@ -56,11 +56,16 @@ typedef struct job_info {
  * wall-clock limit, checked whenever the table is touched; opts->kill_grace_ms is its SIGTERM ->
  * SIGKILL delay when killed. Note opts->rl.fsize_bytes bounds the log file too. Returns JOB_OK
  * and fills info (may be NULL), JOB_E_TOO_MANY, JOB_E_IO or JOB_E_SPAWN (fail: stage name). */
-/* Called once when a job has ended and been reaped (exit, kill, timeout, table freed), with the
- * table's lock held: it must not call back into the table. Used to remove a job's cgroup. */
+/* on_end: called once when a job has ended and been reaped (exit, kill, timeout, table freed),
+ * with the table's lock held: it must not call back into the table. Used to remove a job's
+ * cgroup. on_freeze (NULL: the job cannot be frozen): freezes (on) or thaws every process of the
+ * job, e.g. through its cgroup's freezer; returns 0 when the job is frozen (or thawed), -1 when
+ * it could not be (it may be partly frozen: a thaw still follows). Also called with the lock
+ * held. */
 typedef struct job_hook {
     void (*on_end)(void *ctx);
     void *ctx;
+    int (*on_freeze)(void *ctx, bool on);
 } job_hook;
 
 /* hook may be NULL. When the start fails the hook is not kept: the caller cleans up. */
@@ -87,5 +92,19 @@ int job_kill(job_table *jobs, int id, job_info *info, bool *was_running);
 /* Reaps jobs that ended and kills those past their wall-clock limit. Every other call does this
  * too; a server may also call it periodically. */
 void job_table_reap(job_table *jobs);
+
+/* What job_table_freeze did. */
+typedef struct job_freeze_count {
+    size_t frozen;   /* running jobs now frozen (on) / jobs thawed (off) */
+    size_t unfrozen; /* on: running jobs that keep running (no on_freeze, or it failed) */
+} job_freeze_count;
+
+/* on: freezes every running job through its hook's on_freeze, so that none takes CPU while the
+ * trusted judge evaluates the episode; off: thaws every job frozen before. Freezing does not stop
+ * the clock: a job whose wall-clock limit passes while frozen is killed (outright, no SIGTERM
+ * grace) by the thaw or the next reap, or at once by job_kill or job_table_free. Calls nest: only
+ * the off matching the outermost on thaws. A job started while the table is frozen is not frozen
+ * (the server starts none then: the episode is busy evaluating). A NULL table is fine. */
+job_freeze_count job_table_freeze(job_table *jobs, bool on);
 
 #endif

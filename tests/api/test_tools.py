@@ -397,3 +397,57 @@ def test_jobs_are_per_episode(client, new_episode):
     err(client.tool(b, "BashOutput", bash_id=bid), "JOB_NOT_FOUND")
     err(client.tool(b, "KillBash", shell_id=bid), "JOB_NOT_FOUND")
     assert ok(client.tool(a, "KillBash", shell_id=bid))["data"]["was_running"] is True
+
+
+
+# ---- background jobs while the judge evaluates -----------------------------------------------
+
+def _stamps(client, ep):
+    r = client.get(f"{files(client, ep)}/stamps.txt")
+    return [int(x) for x in r.body.split()] if r.status == 200 else []
+
+
+def _wait_stamps(client, ep, more_than, timeout=5):
+    end = time.monotonic() + timeout
+    while len(_stamps(client, ep)) <= more_than and time.monotonic() < end:
+        time.sleep(0.05)
+    return len(_stamps(client, ep))
+
+
+def test_evaluation_freezes_background_jobs(client, new_episode):
+    """Red team B: an episode's background jobs are frozen for the whole of each evaluation
+    (Verify, Profile, Submit), so a busy loop cannot load the CPUs the judge measures with or
+    starve it; they are thawed afterwards. The result (and Submit's reward_components) says how
+    many were frozen. The evaluation here fails fast (no sources), whatever the machine: the
+    stall itself is measured by tests/unit/test_bash.c and test_sbx_cgroup.c."""
+    sandboxed = client.get("/v1/health").json["sandbox"]["active"]
+    ep = new_episode(options={"variant": "cpu"})
+    ok(client.tool(ep, "Bash", command="rm -f kernels/*"))
+    bid = ok(client.tool(ep, "Bash", command="while :; do date +%s%N >> stamps.txt; sleep 0.02; "
+                         "done", run_in_background=True))["data"]["bash_id"]
+    assert _wait_stamps(client, ep, 3) > 3
+    obs = err(client.tool(ep, "Verify"), "NO_SOURCES")
+    frozen, running = (1, 0) if sandboxed else (0, 1)
+    assert obs["data"]["jobs_frozen"] == frozen, obs
+    assert obs["data"]["jobs_not_frozen"] == running, obs
+    if sandboxed:
+        assert "1 background command was paused during the evaluation" in obs["content"], obs
+    else:
+        assert "kept running during the evaluation" in obs["content"], obs
+    # thawed: the job goes on, and is still there to be read and killed
+    n = len(_stamps(client, ep))
+    assert _wait_stamps(client, ep, n + 3) > n + 3
+    assert ok(client.tool(ep, "BashOutput", bash_id=bid))["data"]["status"] == "running"
+    # Submit: the episode's reward_components carry the same figures
+    step = client.post(f"/v1/episodes/{ep}/tools/Submit", {}).json
+    comps = step["info"]["reward_components"]
+    assert comps["jobs_frozen"] == frozen and comps["jobs_not_frozen"] == running, comps
+    assert step["reward"] == -1 and step["terminated"] is True, step
+    # a job that had finished is not counted
+    ep2 = new_episode(options={"variant": "cpu"})
+    ok(client.tool(ep2, "Bash", command="rm -f kernels/*"))
+    bid2 = ok(client.tool(ep2, "Bash", command="echo done", run_in_background=True))["data"]["bash_id"]
+    _poll_until_done(client, ep2, bid2)
+    obs = err(client.tool(ep2, "Verify"), "NO_SOURCES")
+    assert obs["data"]["jobs_frozen"] == 0 and obs["data"]["jobs_not_frozen"] == 0, obs
+    assert "background command" not in obs["content"], obs

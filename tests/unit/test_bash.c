@@ -1,4 +1,7 @@
-/* Unit tests of the Bash, BashOutput and KillBash tools (env/tools/bash.c, env/tools/jobs.c). */
+/* Unit tests of the Bash, BashOutput and KillBash tools (env/tools/bash.c, env/tools/jobs.c):
+ * commands, limits, background jobs, BashOutput's filter (and its limits against catastrophic
+ * patterns), and freezing the jobs of an episode while it is evaluated (job_table_freeze; with a
+ * real cgroup freezer when run as root). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,6 +23,7 @@
 
 #include "tools/jobs.h"
 #include "proc_helpers.h"
+#include "sandbox/cgroup.h"
 #include "tools/tool.h"
 
 typedef struct fixture {
@@ -29,7 +33,6 @@ typedef struct fixture {
     tool_limits limits;
     tool_env env;
 } fixture;
-
 
 static int setup(void **state)
 {
@@ -482,7 +485,9 @@ static void test_background_filter(void **state)
     assert_false(r.is_error);
     assert_string_equal(data_str(&r, "status"), "exited");
     assert_true(strncmp(r.content, "apple 1\napricot 3\n[status: exited, exit code: 0]", 48) == 0);
-    assert_int_equal(data_int(&r, "new_bytes"), 27); /* all consumed */
+    assert_int_equal(data_int(&r, "new_bytes"), 27);          /* all consumed */
+    assert_null(json_object_get(r.data, "filter_timed_out")); /* no notes on a plain filter */
+    assert_null(json_object_get(r.data, "filter_limit_lines"));
     tool_result_deinit(&r);
     call(f, &tool_def_bashoutput, json, &r);
     assert_int_equal(data_int(&r, "new_bytes"), 0);
@@ -651,6 +656,369 @@ static void test_job_table_free_kills(void **state)
     tool_result_deinit(&r);
 }
 
+/* ---- BashOutput's filter under limits ----------------------------------------------------------
+ */
+
+/* Waits until no job of the table runs (at most 20 s). */
+static void wait_jobs_done(fixture *f)
+{
+    for (int i = 0; i < 2000 && job_table_running(f->env.jobs) > 0; i++)
+        sleep_ms(10);
+    assert_int_equal(job_table_running(f->env.jobs), 0);
+}
+
+typedef struct filter_call {
+    fixture *f;
+    const char *json;
+    tool_result r;
+    int64_t took_ms;
+} filter_call;
+
+static void *run_filter_call(void *p)
+{
+    filter_call *c = p;
+    int64_t t0 = mono_ms();
+    memset(&c->r, 0, sizeof c->r);
+    json_t *args = json_loads(c->json, 0, NULL);
+    tool_invoke(&tool_def_bashoutput, &c->f->env, args, &c->r);
+    json_decref(args);
+    c->took_ms = mono_ms() - t0;
+    return NULL;
+}
+
+/* A catastrophic pattern ((a+)+ against lines of a's ending in '!', the red team's reproducer)
+ * over many lines: every match stops at PCRE2's limit, the whole filter at its time budget, and
+ * the call returns within seconds saying which lines it dropped, all consumed. Meanwhile the
+ * job table stays usable: the filter runs outside its lock. */
+static void test_filter_catastrophic_pattern(void **state)
+{
+    fixture *f = *state;
+    tool_result r;
+    call(f, &tool_def_bash,
+         "{\"command\": \"echo aaaa; for i in $(seq 3000); do echo aaaaaaaaaaaaaaaaaaaaaaaaaaaa!; "
+         "done; echo aaa\", \"run_in_background\": true}",
+         &r);
+    assert_false(r.is_error);
+    tool_result_deinit(&r);
+    wait_jobs_done(f);
+    const size_t total = 5 + 3000 * 30 + 4;
+
+    filter_call c = {f, "{\"bash_id\": \"bash_1\", \"filter\": \"^(a+)+$\"}", {0}, 0};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, run_filter_call, &c), 0);
+    sleep_ms(300);
+    int64_t t0 = mono_ms();
+    (void)job_table_running(f->env.jobs); /* needs the table's lock */
+    int64_t lock_wait = mono_ms() - t0;
+    pthread_join(th, NULL);
+    if (lock_wait > 200)
+        fail_msg("the job table was locked for %lld ms while the filter ran", (long long)lock_wait);
+    if (c.took_ms > 6000)
+        fail_msg("the filter took %lld ms", (long long)c.took_ms);
+    assert_false(c.r.is_error);
+    assert_true(strncmp(c.r.content, "aaaa\n", 5) == 0); /* matched before the budget ran out */
+    assert_non_null(strstr(c.r.content, "[filter: ran out of time after"));
+    assert_non_null(strstr(c.r.content, "were dropped unmatched"));
+    assert_non_null(strstr(c.r.content, "needs too much work"));
+    assert_null(strstr(c.r.content, "\naaa\n")); /* the last line came after the budget */
+    assert_non_null(strstr(c.r.content, "[status: exited, exit code: 0]"));
+    assert_true(json_is_true(json_object_get(c.r.data, "filter_timed_out")));
+    json_int_t late = data_int(&c.r, "filter_dropped_lines");
+    json_int_t limited = data_int(&c.r, "filter_limit_lines");
+    assert_true(late > 0 && limited > 0);
+    assert_int_equal(late + limited, 3001); /* each evil line, and the good one at the end */
+    assert_int_equal(data_int(&c.r, "new_bytes"), (json_int_t)total); /* all consumed */
+    tool_result_deinit(&c.r);
+
+    call(f, &tool_def_bashoutput, "{\"bash_id\": \"bash_1\", \"filter\": \"^(a+)+$\"}", &r);
+    assert_int_equal(data_int(&r, "new_bytes"), 0);
+    tool_result_deinit(&r);
+}
+
+/* A normal filter over the same many lines is unchanged: every matching line, quickly. */
+static void test_filter_many_lines(void **state)
+{
+    fixture *f = *state;
+    tool_result r;
+    call(f, &tool_def_bash,
+         "{\"command\": \"for i in $(seq 3000); do echo \\\"line $i\\\"; done\", "
+         "\"run_in_background\": true}",
+         &r);
+    tool_result_deinit(&r);
+    wait_jobs_done(f);
+    int64_t t0 = mono_ms();
+    call(f, &tool_def_bashoutput,
+         "{\"bash_id\": \"bash_1\", \"filter\": \"^line (7|29\\\\d\\\\d)$\"}", &r);
+    assert_true(mono_ms() - t0 < 2000);
+    assert_false(r.is_error);
+    char want[2048] = "line 7\n";
+    for (int i = 2900; i <= 2999; i++) {
+        char l[32];
+        snprintf(l, sizeof l, "line %d\n", i);
+        strcat(want, l);
+    }
+    assert_true(strncmp(r.content, want, strlen(want)) == 0);
+    assert_true(strncmp(r.content + strlen(want), "[status: exited", 15) == 0);
+    assert_null(json_object_get(r.data, "filter_timed_out"));
+    tool_result_deinit(&r);
+}
+
+/* ---- freezing an episode's jobs (job_table_freeze) ----------------------------------------------
+ */
+
+/* The number of lines of a file (0 when it does not exist). */
+static int count_lines(const char *path)
+{
+    FILE *fp = fopen(path, "r");
+    int n = 0, ch;
+    while (fp && (ch = fgetc(fp)) != EOF)
+        n += ch == '\n';
+    if (fp)
+        fclose(fp);
+    return n;
+}
+
+static int wait_lines(const char *path, int at_least)
+{
+    for (int i = 0; i < 300 && count_lines(path) < at_least; i++)
+        sleep_ms(10);
+    return count_lines(path);
+}
+
+/* A job in a cgroup of its own, as the sandbox makes (sandbox_job), with a hook that records
+ * what the table asked of it. */
+typedef struct cg_job {
+    sbx_cgroup cg;
+    int freezes, thaws, ends;
+    bool frozen_at_end; /* on_end came while a freeze was not undone */
+} cg_job;
+
+static int cg_job_freeze(void *ctx, bool on)
+{
+    cg_job *j = ctx;
+    *(on ? &j->freezes : &j->thaws) += 1;
+    return sbx_cg_freeze(&j->cg, on);
+}
+
+static void cg_job_end(void *ctx)
+{
+    cg_job *j = ctx;
+    j->ends++;
+    j->frozen_at_end = j->freezes > j->thaws;
+    sbx_cg_destroy(&j->cg);
+}
+
+/* The cgroup host of the freeze tests; false (the test skips) without root or a freezer. */
+static bool freezer_host(sbx_cg_host *h, cg_job *j, const char *name)
+{
+    char err[512] = "", hname[64];
+    if (geteuid() != 0)
+        return false;
+    snprintf(hname, sizeof hname, "kgym-testbash-%d", (int)getpid());
+    if (sbx_cg_host_probe(h, hname, err, sizeof err) != 0) {
+        fprintf(stderr, "no cgroups: %s\n", err);
+        return false;
+    }
+    memset(j, 0, sizeof *j);
+    if (sbx_cg_create(h, name, 0, 0, &j->cg, err, sizeof err) != 0)
+        fail_msg("sbx_cg_create: %s", err);
+    bool ok = h->mode == SBX_CG_V1 ? j->cg.v1_freezer[0] != '\0' : true;
+    if (h->mode == SBX_CG_V2) {
+        char p[SBX_CG_PATH_MAX + 32];
+        snprintf(p, sizeof p, "%s/cgroup.freeze", j->cg.v2);
+        ok = access(p, W_OK) == 0;
+    }
+    if (!ok) {
+        sbx_cg_destroy(&j->cg);
+        sbx_cg_host_cleanup(h);
+    }
+    return ok;
+}
+
+/* Starts a job that waits for the file "go" (so it is in the cgroup before it forks anything
+ * that matters), then appends a timestamp to stamps_<tag> every 20 ms. */
+static job_info start_stamper(fixture *f, cg_job *j, const char *tag, int timeout_ms)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof cmd,
+             "while [ ! -e go_%s ]; do sleep 0.01; done; "
+             "while :; do date +%%s%%N >> stamps_%s; sleep 0.02; done",
+             tag, tag);
+    const char *argv[] = {"/bin/bash", "-c", cmd, NULL};
+    static const char *const envp[] = {"PATH=/usr/bin:/bin", NULL};
+    spawn_opts o = SPAWN_OPTS_INIT;
+    o.argv = argv;
+    o.envp = envp;
+    o.cwd = f->root;
+    o.timeout_ms = timeout_ms;
+    o.kill_grace_ms = 200;
+    job_hook hook = {.on_end = cg_job_end, .ctx = j, .on_freeze = cg_job_freeze};
+    job_info info;
+    const char *fail = NULL;
+    assert_int_equal(job_start(f->env.jobs, &o, &hook, &info, &fail), JOB_OK);
+    char err[256] = "";
+    if (sbx_cg_attach(&j->cg, info.pid, err, sizeof err) != 0)
+        fail_msg("attach: %s", err);
+    char go[160];
+    snprintf(go, sizeof go, "%s/go_%s", f->root, tag);
+    FILE *fp = fopen(go, "w");
+    assert_non_null(fp);
+    fclose(fp);
+    return info;
+}
+
+/* Jobs stop making progress for as long as the table is frozen and go on after the thaw; a job
+ * without on_freeze (an unsandboxed one) is counted as not frozen and keeps running. */
+static void test_freeze_jobs(void **state)
+{
+    fixture *f = *state;
+    sbx_cg_host h;
+    cg_job j;
+    if (!freezer_host(&h, &j, "t-bash-freeze"))
+        skip();
+    char stamps[160], plain[160];
+    snprintf(stamps, sizeof stamps, "%s/stamps_a", f->root);
+    snprintf(plain, sizeof plain, "%s/plain", f->root);
+    job_info info = start_stamper(f, &j, "a", 20000);
+    tool_result r;
+    call(f, &tool_def_bash,
+         "{\"command\": \"while :; do echo x >> plain; sleep 0.02; done\", "
+         "\"run_in_background\": true}",
+         &r);
+    assert_false(r.is_error);
+    tool_result_deinit(&r);
+    assert_true(wait_lines(stamps, 3) >= 3);
+    assert_true(wait_lines(plain, 3) >= 3);
+
+    job_freeze_count c = job_table_freeze(f->env.jobs, true);
+    assert_int_equal(c.frozen, 1);
+    assert_int_equal(c.unfrozen, 1); /* the unsandboxed job: nothing can freeze it */
+    assert_int_equal(j.freezes, 1);
+    int n0 = count_lines(stamps), p0 = count_lines(plain);
+    sleep_ms(400);
+    assert_int_equal(count_lines(stamps), n0);           /* frozen: not one more line */
+    assert_true(count_lines(plain) >= p0 + 5);           /* not frozen: goes on */
+    assert_int_equal(job_table_running(f->env.jobs), 2); /* frozen is still running */
+
+    c = job_table_freeze(f->env.jobs, false);
+    assert_int_equal(c.frozen, 1); /* thawed */
+    assert_int_equal(j.thaws, 1);
+    assert_true(wait_lines(stamps, n0 + 5) >= n0 + 5); /* it goes on */
+
+    /* nested: only the outer thaw thaws */
+    assert_int_equal(job_table_freeze(f->env.jobs, true).frozen, 1);
+    assert_int_equal(job_table_freeze(f->env.jobs, true).frozen, 1);
+    assert_int_equal(j.freezes, 2);
+    assert_int_equal(job_table_freeze(f->env.jobs, false).frozen, 0);
+    assert_int_equal(j.thaws, 1);
+    assert_int_equal(job_table_freeze(f->env.jobs, false).frozen, 1);
+    assert_int_equal(j.thaws, 2);
+
+    char json[64];
+    snprintf(json, sizeof json, "{\"shell_id\": \"bash_%d\"}", info.id);
+    call(f, &tool_def_killbash, json, &r);
+    assert_true(json_is_true(json_object_get(r.data, "was_running")));
+    tool_result_deinit(&r);
+    assert_int_equal(j.ends, 1);
+    assert_false(j.frozen_at_end);
+    assert_true(pid_dead(info.pid, 3000));
+    call(f, &tool_def_killbash, "{\"shell_id\": \"bash_2\"}", &r);
+    tool_result_deinit(&r);
+    sbx_cg_host_cleanup(&h);
+}
+
+/* A job whose wall-clock limit passes while it is frozen is killed by the next reap: outright
+ * (a frozen job cannot act on SIGTERM, and v1 frozen tasks die of SIGKILL only once thawed, so
+ * a kill that did not thaw would wait for it forever), thawed before its cgroup is removed, and
+ * reaped. A KillBash of a frozen job, and freeing the table with one frozen, do the same. */
+static void test_frozen_job_is_killed(void **state)
+{
+    fixture *f = *state;
+    sbx_cg_host h;
+    cg_job j;
+    if (!freezer_host(&h, &j, "t-bash-frozen-kill"))
+        skip();
+    alarm(30); /* a kill waiting on a frozen job must fail the test, not hang it */
+    char stamps[160];
+    snprintf(stamps, sizeof stamps, "%s/stamps_b", f->root);
+    job_info info = start_stamper(f, &j, "b", 600);
+    assert_true(wait_lines(stamps, 2) >= 2);
+    assert_int_equal(job_table_freeze(f->env.jobs, true).frozen, 1);
+    sleep_ms(800); /* past its limit, frozen */
+    int64_t t0 = mono_ms();
+    job_table_reap(f->env.jobs);
+    assert_true(mono_ms() - t0 < 1000); /* no SIGTERM grace for a job that cannot run */
+    tool_result r;
+    call(f, &tool_def_bashoutput, "{\"bash_id\": \"bash_1\"}", &r);
+    assert_string_equal(data_str(&r, "status"), "timed_out");
+    tool_result_deinit(&r);
+    assert_int_equal(j.ends, 1);
+    assert_int_equal(j.thaws, 1);
+    assert_false(j.frozen_at_end);
+    assert_true(pid_dead(info.pid, 1000));
+    assert_int_equal(job_table_freeze(f->env.jobs, false).frozen, 0); /* nothing left frozen */
+
+    /* KillBash of a frozen job */
+    cg_job j2;
+    memset(&j2, 0, sizeof j2);
+    char err[256] = "";
+    if (sbx_cg_create(&h, "t-bash-frozen-kill2", 0, 0, &j2.cg, err, sizeof err) != 0)
+        fail_msg("create: %s", err);
+    snprintf(stamps, sizeof stamps, "%s/stamps_c", f->root);
+    info = start_stamper(f, &j2, "c", 20000);
+    assert_true(wait_lines(stamps, 2) >= 2);
+    assert_int_equal(job_table_freeze(f->env.jobs, true).frozen, 1);
+    t0 = mono_ms();
+    char json[64];
+    snprintf(json, sizeof json, "{\"shell_id\": \"bash_%d\"}", info.id);
+    call(f, &tool_def_killbash, json, &r);
+    assert_true(mono_ms() - t0 < 1000);
+    assert_string_equal(data_str(&r, "status"), "killed");
+    tool_result_deinit(&r);
+    assert_int_equal(j2.ends, 1);
+    assert_false(j2.frozen_at_end);
+    assert_true(pid_dead(info.pid, 1000));
+    assert_int_equal(job_table_freeze(f->env.jobs, false).frozen, 0);
+
+    /* a job past its limit when the table is thawed is killed, not thawed to run on */
+    cg_job j4;
+    memset(&j4, 0, sizeof j4);
+    if (sbx_cg_create(&h, "t-bash-frozen-kill4", 0, 0, &j4.cg, err, sizeof err) != 0)
+        fail_msg("create: %s", err);
+    snprintf(stamps, sizeof stamps, "%s/stamps_e", f->root);
+    info = start_stamper(f, &j4, "e", 600);
+    assert_true(wait_lines(stamps, 2) >= 2);
+    assert_int_equal(job_table_freeze(f->env.jobs, true).frozen, 1);
+    sleep_ms(800);
+    int frozen_lines = count_lines(stamps);
+    assert_int_equal(job_table_freeze(f->env.jobs, false).frozen, 0); /* killed, not thawed */
+    assert_int_equal(j4.ends, 1);
+    assert_false(j4.frozen_at_end);
+    assert_true(pid_dead(info.pid, 1000));
+    assert_int_equal(count_lines(stamps), frozen_lines);
+    snprintf(json, sizeof json, "{\"bash_id\": \"bash_%d\"}", info.id);
+    call(f, &tool_def_bashoutput, json, &r);
+    assert_string_equal(data_str(&r, "status"), "timed_out");
+    tool_result_deinit(&r);
+
+    /* the table freed with a job frozen */
+    cg_job j3;
+    memset(&j3, 0, sizeof j3);
+    if (sbx_cg_create(&h, "t-bash-frozen-kill3", 0, 0, &j3.cg, err, sizeof err) != 0)
+        fail_msg("create: %s", err);
+    snprintf(stamps, sizeof stamps, "%s/stamps_d", f->root);
+    info = start_stamper(f, &j3, "d", 20000);
+    assert_true(wait_lines(stamps, 2) >= 2);
+    assert_int_equal(job_table_freeze(f->env.jobs, true).frozen, 1);
+    job_table_free(f->env.jobs);
+    f->env.jobs = NULL;
+    assert_int_equal(j3.ends, 1);
+    assert_false(j3.frozen_at_end);
+    assert_true(pid_dead(info.pid, 1000));
+    alarm(0);
+    sbx_cg_host_cleanup(&h);
+}
+
 #define N_THREADS 8
 #define N_CALLS 6
 
@@ -714,6 +1082,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_background_filter, setup, teardown),
         cmocka_unit_test_setup_teardown(test_killbash_and_limits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_job_table_free_kills, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_filter_catastrophic_pattern, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_filter_many_lines, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_freeze_jobs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_frozen_job_is_killed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,6 +1,8 @@
 /* Unit tests of env/sandbox/cgroup.c against the real kernel: memory limit and OOM report, fork
  * bomb at pids.max, killing a tree with setsid'd and double-forked daemons, a forker racing the
- * kill, teardown, and name checks. Needs root (creating cgroups): fails, never skips, without. */
+ * kill, freezing and thawing (and killing while frozen), teardown, and name checks. Needs root
+ * (creating cgroups): fails, never skips, without. The freezer tests skip where the host has no
+ * freezer (v1 without its hierarchy, v2 before 5.2). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -233,6 +235,21 @@ static void busy_forker(void *arg)
     }
 }
 
+/* Two busy counters in shared memory: counts[0] by this process, counts[1] by a child in its
+ * own session (the way an agent's setsid'd busy loop escapes its process group). */
+static void counters(void *arg)
+{
+    volatile uint64_t *counts = arg;
+    pid_t p = fork();
+    if (p < 0)
+        _exit(6);
+    int me = p == 0;
+    if (me)
+        setsid();
+    for (;;)
+        counts[me]++;
+}
+
 static void sleeper(void *arg)
 {
     (void)arg;
@@ -410,6 +427,112 @@ static void test_kill_loop_without_freezer(void **state)
     destroy_and_check(&cg);
 }
 
+/* Whether this host can freeze a cgroup (tests skip without). */
+static bool host_has_freezer(const sbx_cgroup *cg)
+{
+    if (H.mode == SBX_CG_V1)
+        return cg->v1_freezer[0] != '\0';
+    char p[SBX_CG_PATH_MAX + 32];
+    snprintf(p, sizeof p, "%s/cgroup.freeze", cg->v2);
+    return access(p, W_OK) == 0;
+}
+
+/* Waits until both counters move (both processes run and are in the cgroup). */
+static void wait_counting(volatile uint64_t *counts)
+{
+    uint64_t a0 = counts[0], a1 = counts[1];
+    int64_t until = mono_ms() + 2000;
+    while ((counts[0] == a0 || counts[1] == a1) && mono_ms() < until)
+        sleep_ms(5);
+    assert_true(counts[0] != a0 && counts[1] != a1);
+}
+
+static void test_freeze_stops_and_thaw_resumes(void **state)
+{
+    (void)state;
+    sbx_cgroup cg;
+    make_cg("t-freeze", MEM_LIMIT, pids_or_none(PIDS_LIMIT), &cg);
+    if (!host_has_freezer(&cg)) {
+        errno = 0;
+        assert_int_equal(sbx_cg_freeze(&cg, true), -1);
+        assert_int_equal(errno, ENOTSUP);
+        destroy_and_check(&cg);
+        skip();
+    }
+    volatile uint64_t *counts =
+        mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    assert_true(counts != MAP_FAILED);
+    pid_t pid = spawn_in(&cg, counters, (void *)counts);
+    wait_counting(counts);
+    for (int round = 0; round < 2; round++) { /* freezing twice in a row is fine too */
+        assert_int_equal(sbx_cg_freeze(&cg, true), 0);
+        uint64_t f0 = counts[0], f1 = counts[1];
+        sleep_ms(300);
+        if (counts[0] != f0 || counts[1] != f1)
+            fail_msg("round %d: frozen processes counted on (%llu -> %llu, %llu -> %llu)", round,
+                     (unsigned long long)f0, (unsigned long long)counts[0], (unsigned long long)f1,
+                     (unsigned long long)counts[1]);
+        assert_int_equal(sbx_cg_freeze(&cg, false), 0);
+        wait_counting(counts); /* both resume, the setsid'd one too */
+    }
+    assert_int_equal(procs_count(&cg), 2);
+    assert_int_equal(sbx_cg_kill(&cg), 0);
+    assert_int_equal(WTERMSIG(wait_status(pid)), SIGKILL);
+    munmap((void *)counts, 4096);
+    destroy_and_check(&cg);
+}
+
+/* A frozen cgroup is killed whole (v1 frozen tasks die of SIGKILL only once thawed: sbx_cg_kill
+ * must thaw) and every process is reaped; it is then left thawed and can be removed. */
+static void test_frozen_cgroup_is_killed(void **state)
+{
+    (void)state;
+    sbx_cgroup cg;
+    make_cg("t-frozen-kill", MEM_LIMIT, pids_or_none(PIDS_LIMIT), &cg);
+    if (!host_has_freezer(&cg)) {
+        destroy_and_check(&cg);
+        skip();
+    }
+    volatile uint64_t *counts =
+        mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    assert_true(counts != MAP_FAILED);
+    pid_t pid = spawn_in(&cg, counters, (void *)counts);
+    wait_counting(counts);
+    assert_int_equal(procs_count(&cg), 2);
+    assert_int_equal(sbx_cg_freeze(&cg, true), 0);
+    int64_t t0 = mono_ms();
+    assert_int_equal(sbx_cg_kill(&cg), 0);
+    assert_true(mono_ms() - t0 < 2000);
+    assert_int_equal(procs_count(&cg), 0);
+    assert_int_equal(WTERMSIG(wait_status(pid)), SIGKILL); /* reaped, not stuck frozen */
+    uint64_t c1 = counts[1];
+    sleep_ms(50);
+    assert_true(counts[1] == c1); /* the setsid'd one is gone too */
+    munmap((void *)counts, 4096);
+    destroy_and_check(&cg); /* reaps the orphan; the directories go */
+}
+
+/* Without a freezer, freezing says so (the caller reports the job as not frozen). */
+static void test_freeze_without_freezer(void **state)
+{
+    (void)state;
+    if (H.mode != SBX_CG_V1)
+        skip(); /* v2 always has cgroup.freeze from 5.2 on */
+    sbx_cg_host h2 = H;
+    h2.v1_freezer[0] = '\0';
+    sbx_cgroup cg;
+    char err[512] = "";
+    if (sbx_cg_create(&h2, "t-nofreezer", 0, 0, &cg, err, sizeof err) != 0)
+        fail_msg("create: %s", err);
+    errno = 0;
+    assert_int_equal(sbx_cg_freeze(&cg, true), -1);
+    assert_int_equal(errno, ENOTSUP);
+    errno = 0;
+    assert_int_equal(sbx_cg_freeze(&cg, false), -1);
+    assert_int_equal(errno, ENOTSUP);
+    destroy_and_check(&cg);
+}
+
 static void test_destroy_kills_and_removes(void **state)
 {
     (void)state;
@@ -549,6 +672,9 @@ int main(void)
         cmocka_unit_test(test_kill_takes_daemons),
         cmocka_unit_test(test_kill_races_a_forker),
         cmocka_unit_test(test_kill_loop_without_freezer),
+        cmocka_unit_test(test_freeze_stops_and_thaw_resumes),
+        cmocka_unit_test(test_frozen_cgroup_is_killed),
+        cmocka_unit_test(test_freeze_without_freezer),
         cmocka_unit_test(test_destroy_kills_and_removes),
         cmocka_unit_test(test_bad_names_refused),
         cmocka_unit_test(test_procs_files_and_dir_fd),
