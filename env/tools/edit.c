@@ -14,10 +14,18 @@
 /* Lines of context shown around the changed region, and the most lines a snippet shows. */
 #define SNIPPET_CONTEXT 3
 #define SNIPPET_MAX_LINES 40
+/* Room for the "edits[N]: " prefix that names the failing edit of a MultiEdit. */
+#define WHERE_MAX 48
+
+/* An edit whose result would pass the file cap. Kept out of edit.h's edit_err on purpose: the tools
+ * report it as FILE_TOO_LARGE, the code of the same check on the final text. */
+#define EDIT_E_TOO_LARGE (-100)
 
 const char *edit_err_code(int err)
 {
     switch (err) {
+    case EDIT_E_TOO_LARGE:
+        return "FILE_TOO_LARGE";
     case EDIT_E_EMPTY:
         return "INVALID_TOOL_CALL";
     case EDIT_E_NOOP:
@@ -31,26 +39,45 @@ const char *edit_err_code(int err)
     }
 }
 
-/* Non-overlapping occurrences of needle in text, left to right. */
-static size_t count_occurrences(const char *text, size_t len, const char *needle, size_t nlen)
+/* Non-overlapping occurrences of needle in text, left to right; counting stops at limit. */
+static size_t count_occurrences(const char *text, size_t len, const char *needle, size_t nlen,
+                                size_t limit)
 {
     size_t n = 0;
     const char *p = text, *end = text + len;
-    while ((p = memmem(p, (size_t)(end - p), needle, nlen)) != NULL) {
+    while (n < limit && (p = memmem(p, (size_t)(end - p), needle, nlen)) != NULL) {
         n++;
         p += nlen;
     }
     return n;
 }
 
-/* Builds text with the first `count` occurrences of old replaced by new. */
-static char *replace_occurrences(const char *text, size_t len, const char *old_str, size_t olen,
-                                 const char *new_str, size_t nlen, size_t count, size_t *out_len)
+/* Length of a text of len bytes once count occurrences of olen bytes become nlen bytes each;
+ * SIZE_MAX when that does not fit a size_t. */
+static size_t size_after(size_t len, size_t count, size_t olen, size_t nlen)
 {
-    size_t removed = count * olen; /* <= len: the occurrences lie within text */
-    if (nlen && count > (SIZE_MAX - 1 - (len - removed)) / nlen)
-        return NULL;
-    size_t total = len - removed + count * nlen;
+    if (nlen <= olen)
+        return len - count * (olen - nlen); /* count * olen <= len: they lie within the text */
+    size_t growth = nlen - olen;
+    return count > (SIZE_MAX - len) / growth ? SIZE_MAX : len + count * growth;
+}
+
+/* How many occurrences replace_all may count before its result must be over max_size: those that
+ * fit, plus one that shows it overflows. Stopping there bounds the work a refused edit costs. */
+static size_t count_limit(size_t len, size_t olen, size_t nlen, size_t max_size)
+{
+    if (nlen <= olen)
+        return SIZE_MAX; /* the text does not grow: count them all */
+    if (len > max_size)
+        return 1;
+    return (max_size - len) / (nlen - olen) + 1;
+}
+
+/* Builds text with the first `count` occurrences of old replaced by new: total bytes, as
+ * size_after measured them. */
+static char *replace_occurrences(const char *text, size_t len, const char *old_str, size_t olen,
+                                 const char *new_str, size_t nlen, size_t count, size_t total)
+{
     char *out = malloc(total + 1);
     if (!out)
         return NULL;
@@ -67,13 +94,18 @@ static char *replace_occurrences(const char *text, size_t len, const char *old_s
     memcpy(dst, src, (size_t)(end - src));
     dst += end - src;
     *dst = '\0';
-    *out_len = total;
     return out;
 }
 
-int edit_apply(const char *text, size_t len, const char *old_str, const char *new_str, bool all,
-               char **out, size_t *out_len, size_t *count)
+/* edit_apply with a cap on the result: one longer than max_size bytes (at most SIZE_MAX - 1) is
+ * refused with EDIT_E_TOO_LARGE before any of it is built; *out_len then gets its length, or a
+ * lower bound of it when *size_cut says the count stopped early. The checks before it keep their
+ * order, so a legal edit sees no difference. */
+static int apply_capped(const char *text, size_t len, const char *old_str, const char *new_str,
+                        bool all, size_t max_size, char **out, size_t *out_len, size_t *count,
+                        bool *size_cut)
 {
+    *size_cut = false;
     *out = NULL;
     *out_len = 0;
     *count = 0;
@@ -82,14 +114,39 @@ int edit_apply(const char *text, size_t len, const char *old_str, const char *ne
     if (strcmp(old_str, new_str) == 0)
         return EDIT_E_NOOP;
     size_t olen = strlen(old_str), nlen = strlen(new_str);
-    size_t n = text ? count_occurrences(text, len, old_str, olen) : 0;
+    /* A single replacement needs every match counted, for the "occurs N times" error. */
+    size_t limit = all ? count_limit(len, olen, nlen, max_size) : SIZE_MAX;
+    size_t n = text ? count_occurrences(text, len, old_str, olen, limit) : 0;
     *count = n;
     if (n == 0)
         return EDIT_E_NO_MATCH;
     if (n > 1 && !all)
         return EDIT_E_NOT_UNIQUE;
-    *out = replace_occurrences(text, len, old_str, olen, new_str, nlen, n, out_len);
-    return *out ? EDIT_OK : EDIT_E_NOMEM;
+    size_t total = size_after(len, n, olen, nlen);
+    if (total > max_size) {
+        *out_len = total;
+        *size_cut = n == limit;
+        return EDIT_E_TOO_LARGE;
+    }
+    *out = replace_occurrences(text, len, old_str, olen, new_str, nlen, n, total);
+    if (!*out)
+        return EDIT_E_NOMEM;
+    *out_len = total;
+    return EDIT_OK;
+}
+
+int edit_apply(const char *text, size_t len, const char *old_str, const char *new_str, bool all,
+               char **out, size_t *out_len, size_t *count)
+{
+    /* No cap but the one that keeps total + 1 (the NUL) a size_t: out of memory, as ever. */
+    bool size_cut;
+    int rc = apply_capped(text, len, old_str, new_str, all, SIZE_MAX - 1, out, out_len, count,
+                          &size_cut);
+    if (rc == EDIT_E_TOO_LARGE) {
+        *out_len = 0;
+        rc = EDIT_E_NOMEM;
+    }
+    return rc;
 }
 
 /* ---- the tools ------------------------------------------------------------------------------- */
@@ -119,16 +176,39 @@ static int parse_edit(const json_t *obj, edit_spec *e, const char **bad_field)
     return 0;
 }
 
+/* The data of a failed edit, and in where (WHERE_MAX bytes) the prefix that names the edit of a
+ * MultiEdit ("" for Edit and for the final text). */
+static json_t *failure_data(const fs_path *p, bool multi, size_t index, char *where)
+{
+    json_t *data = json_pack("{s:s}", "file_path", p->shown);
+    where[0] = '\0';
+    if (multi) {
+        json_object_set_new(data, "edit_index", json_integer((json_int_t)index));
+        snprintf(where, WHERE_MAX, "edits[%zu]: ", index);
+    }
+    return data;
+}
+
+/* FILE_TOO_LARGE: the edited text would be size bytes (at least that many, when at_least), over
+ * the cap. The same words for an edit refused midway and for the final text. */
+static void fail_too_large(tool_result *res, const fs_path *p, bool multi, size_t index,
+                           size_t size, bool at_least, uint64_t cap)
+{
+    char where[WHERE_MAX];
+    json_t *data = failure_data(p, multi, index, where);
+    json_object_set_new(data, "size", json_integer((json_int_t)size));
+    json_object_set_new(data, "max_bytes", json_integer((json_int_t)cap));
+    tool_fail(res, "FILE_TOO_LARGE", data,
+              "%sThe edited %s would be %s%zu bytes, over the %llu-byte file limit.", where,
+              p->shown, at_least ? "at least " : "", size, (unsigned long long)cap);
+}
+
 /* The message for a failed edit, with the advice the agent needs to fix its call. */
 static void fail_edit(tool_result *res, int err, const fs_path *p, bool multi, size_t index,
                       size_t matches)
 {
-    json_t *data = json_pack("{s:s}", "file_path", p->shown);
-    char where[48] = "";
-    if (multi) {
-        json_object_set_new(data, "edit_index", json_integer((json_int_t)index));
-        snprintf(where, sizeof where, "edits[%zu]: ", index);
-    }
+    char where[WHERE_MAX];
+    json_t *data = failure_data(p, multi, index, where);
     const char *code = edit_err_code(err);
     switch (err) {
     case EDIT_E_EMPTY:
@@ -160,23 +240,30 @@ static void fail_edit(tool_result *res, int err, const fs_path *p, bool multi, s
     }
 }
 
-/* Applies every edit, in order, to the text in *text (replaced by the result). On failure fills
- * res and returns -1, leaving *text as it was. */
-static int apply_all(const edit_spec *edits, size_t n, bool multi, const fs_path *p, fs_file *text,
-                     size_t *replacements, tool_result *res)
+/* Applies every edit, in order, to the text in *text (replaced by the result). Every
+ * intermediate text is held to the file cap (0: none), not just the last: a few edits that each
+ * double the text would otherwise take any amount of memory before the final check. On failure
+ * fills res and returns -1, leaving *text as it was. */
+static int apply_all(const edit_spec *edits, size_t n, bool multi, const fs_path *p, uint64_t cap,
+                     fs_file *text, size_t *replacements, tool_result *res)
 {
+    size_t max_size = cap && cap < SIZE_MAX - 1 ? (size_t)cap : SIZE_MAX - 1;
     char *cur = text->data;
     size_t cur_len = text->len;
     *replacements = 0;
     for (size_t i = 0; i < n; i++) {
         char *next;
         size_t next_len, count;
-        int rc = edit_apply(cur, cur_len, edits[i].old_str, edits[i].new_str, edits[i].all, &next,
-                            &next_len, &count);
+        bool size_cut;
+        int rc = apply_capped(cur, cur_len, edits[i].old_str, edits[i].new_str, edits[i].all,
+                              max_size, &next, &next_len, &count, &size_cut);
         if (rc != EDIT_OK) {
             if (cur != text->data)
                 free(cur);
-            fail_edit(res, rc, p, multi, i, count);
+            if (rc == EDIT_E_TOO_LARGE && cap)
+                fail_too_large(res, p, multi, i, next_len, size_cut, cap);
+            else /* without a cap, only a size_t bounds the text: out of memory, as ever */
+                fail_edit(res, rc == EDIT_E_TOO_LARGE ? EDIT_E_NOMEM : rc, p, multi, i, count);
             return -1;
         }
         if (cur != text->data)
@@ -227,12 +314,8 @@ static int store(const tool_env *env, const fs_path *p, const char *target, cons
                  const fs_file *edited, tool_result *res)
 {
     uint64_t cap = fs_limits(env)->max_file_bytes;
-    if (cap && edited->len > cap) {
-        tool_fail(res, "FILE_TOO_LARGE",
-                  json_pack("{s:s,s:I,s:I}", "file_path", p->shown, "size", (json_int_t)edited->len,
-                            "max_bytes", (json_int_t)cap),
-                  "The edited %s would be %zu bytes, over the %llu-byte file limit.", p->shown,
-                  edited->len, (unsigned long long)cap);
+    if (cap && edited->len > cap) { /* apply_all refuses this first; kept as the last word */
+        fail_too_large(res, p, false, 0, edited->len, false, cap);
         return -1;
     }
     if (fs_check_quota(env, (uint64_t)st->st_size, edited->len, p->shown, res) != 0)
@@ -291,7 +374,8 @@ static void run_edits(const tool_env *env, const json_t *args, const edit_spec *
         return;
     }
     memcpy(before, f.data, f.len + 1);
-    if (apply_all(edits, n, multi, &p, &f, &replacements, res) == 0 &&
+    uint64_t cap = fs_limits(env)->max_file_bytes;
+    if (apply_all(edits, n, multi, &p, cap, &f, &replacements, res) == 0 &&
         store(env, &p, target, &st, &f, res) == 0) {
         strbuf sb = STRBUF_INIT;
         sb_printf(&sb, "Edited %s: %zu replacement%s", p.shown, replacements,

@@ -637,3 +637,28 @@ int fs_walk(int root_fd, const char *base_rel, fs_walk_fn fn, void *ctx, bool *i
     free(w);
     return WS_OK;
 }
+
+/* ---- search budgets -------------------------------------------------------------------------- */
+
+fs_search_budget fs_glob_budget = {FS_GLOB_TIME_BUDGET_MS, FS_GLOB_MAX_FILES};
+
+struct timespec fs_deadline_in(long ms)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    t.tv_sec += ms / 1000;
+    t.tv_nsec += (ms % 1000) * 1000000L;
+    if (t.tv_nsec >= 1000000000L) {
+        t.tv_sec++;
+        t.tv_nsec -= 1000000000L;
+    }
+    return t;
+}
+
+bool fs_deadline_passed(const struct timespec *deadline)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return now.tv_sec > deadline->tv_sec ||
+           (now.tv_sec == deadline->tv_sec && now.tv_nsec >= deadline->tv_nsec);
+}

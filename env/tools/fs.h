@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "tools/tool.h"
 #include "util/strbuf.h"
@@ -119,5 +120,28 @@ typedef int (*fs_walk_fn)(void *ctx, const char *rel, const char *sub, const str
 #define FS_WALK_MAX_DEPTH 64
 #define FS_WALK_MAX_ENTRIES 200000
 int fs_walk(int root_fd, const char *base_rel, fs_walk_fn fn, void *ctx, bool *incomplete);
+
+/* ---- search budgets ---------------------------------------------------------------------- */
+
+/* What one Glob may spend: the time budget Grep gives itself (GREP_TIME_BUDGET_MS), and a cap
+ * on the files it matches against the pattern. A pattern of many alternatives costs about 0.1 ms
+ * a file, so a tree of many files could otherwise hold a server thread for seconds. Past either,
+ * Glob lists what it found and says the listing was cut. */
+#define FS_GLOB_TIME_BUDGET_MS 15000
+#define FS_GLOB_MAX_FILES 20000
+
+typedef struct fs_search_budget {
+    long time_ms;     /* for the whole search */
+    size_t max_files; /* files matched against the pattern */
+} fs_search_budget;
+
+/* Glob's budget: {FS_GLOB_TIME_BUDGET_MS, FS_GLOB_MAX_FILES}. The server never changes it; it is
+ * a variable only so tests can hit the limits without a tree of 20,000 files. */
+extern fs_search_budget fs_glob_budget;
+
+/* A deadline ms milliseconds from now, on the monotonic clock. */
+struct timespec fs_deadline_in(long ms);
+/* Whether the deadline has passed. */
+bool fs_deadline_passed(const struct timespec *deadline);
 
 #endif

@@ -357,12 +357,31 @@ typedef struct glob_search {
     const globpat *pat;
     glob_hit *hits;
     size_t n, cap;
+    size_t examined; /* files matched against the pattern so far */
+    struct timespec deadline;
     bool oom;
+    bool files_cut; /* stopped at fs_glob_budget.max_files */
+    bool timed_out; /* stopped at the deadline */
 } glob_search;
+
+/* Whether the search must stop before it examines one more file: it has had its files or its
+ * time. Checked before each file, as one file against a pattern of many alternatives is the unit
+ * of work. */
+static bool out_of_budget(glob_search *g)
+{
+    if (g->examined >= fs_glob_budget.max_files)
+        g->files_cut = true;
+    else if (fs_deadline_passed(&g->deadline))
+        g->timed_out = true;
+    return g->files_cut || g->timed_out;
+}
 
 static int collect_match(void *ctx, const char *rel, const char *sub, const struct stat *st)
 {
     glob_search *g = ctx;
+    if (out_of_budget(g))
+        return 1;
+    g->examined++;
     if (!globpat_match(g->pat, sub))
         return 0;
     if (g->n == g->cap) {
@@ -426,7 +445,7 @@ static void report_hits(const tool_env *env, glob_search *g, bool incomplete, to
     }
     bool capped;
     char *list = fs_cap_output(env, sb_steal(&sb), &capped);
-    bool truncated = g->n > shown_n || capped || incomplete;
+    bool truncated = g->n > shown_n || capped || incomplete || g->files_cut || g->timed_out;
     if (g->n == 0)
         sb_puts(&sb, "No files found\n");
     sb_puts(&sb, list);
@@ -434,6 +453,14 @@ static void report_hits(const tool_env *env, glob_search *g, bool incomplete, to
     if (g->n > shown_n)
         sb_printf(&sb, "(Showing the %zu newest of %zu matches; narrow the pattern or path.)\n",
                   shown_n, g->n);
+    if (g->files_cut)
+        sb_printf(&sb,
+                  "(Stopped after examining %zu files; the listing is incomplete. Narrow path or "
+                  "pattern.)\n",
+                  g->examined);
+    if (g->timed_out)
+        sb_puts(&sb, "(The search ran out of time; the listing is incomplete. Narrow path or "
+                     "pattern.)\n");
     if (incomplete)
         sb_puts(&sb, "(The workspace is too large or deep to search completely.)\n");
     json_t *data = json_pack("{s:o,s:I,s:b}", "files", files, "count", (json_int_t)g->n,
@@ -465,7 +492,7 @@ static void glob_run(const tool_env *env, const json_t *args, tool_result *res)
                   GLOBPAT_MAX_ALTERNATIVES);
         return;
     }
-    glob_search g = {.pat = &pat};
+    glob_search g = {.pat = &pat, .deadline = fs_deadline_in(fs_glob_budget.time_ms)};
     bool incomplete = false;
     int rc = fs_walk(env->root_fd, dir.rel, collect_match, &g, &incomplete);
     if (rc != WS_OK)

@@ -2,6 +2,9 @@
  * workspace: file bytes after success and after every kind of refusal. */
 #include "fs_fixture.h"
 
+#include <sys/resource.h>
+#include <time.h>
+
 #include "tools/edit.h"
 
 /* ---- edit_apply ------------------------------------------------------------------------------ */
@@ -371,6 +374,153 @@ static void test_multiedit_fixed_file(void **state)
     fx_assert_file(fx, "binding_registry.h", "#pragma once\n");
 }
 
+/* ---- the file cap holds for every intermediate text ---------------------------------------- */
+
+/* The most memory this process has had resident so far, in KiB (Linux's unit for ru_maxrss). */
+static long peak_rss_kib(void)
+{
+    struct rusage ru;
+    assert_int_equal(getrusage(RUSAGE_SELF, &ru), 0);
+    return ru.ru_maxrss;
+}
+
+static double seconds_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The red team's bomb: 40 x ("a" -> "aa", replace_all) would double a 1-byte file to 1 TiB. Each
+ * edit's result is sized before it is built, so the first one over the cap ends the call at once,
+ * in little time and memory. */
+static void test_multiedit_doubling_bomb_refused_early(void **state)
+{
+    fixture *fx = *state;
+    fx->limits.max_file_bytes = 64 << 10;
+    fx_puts(fx, "bomb.txt", "a");
+    json_t *edits = json_array();
+    for (int i = 0; i < 40; i++)
+        json_array_append_new(edits, one("a", "aa", true));
+    long rss_before = peak_rss_kib();
+    double t0 = seconds_now();
+    tool_result r = multiedit(fx, "bomb.txt", edits);
+    double took = seconds_now() - t0;
+    long rss_growth_kib = peak_rss_kib() - rss_before;
+    assert_tool_error(r, "FILE_TOO_LARGE");
+    /* 2^16 bytes fill the 64 KiB cap exactly; edits[16] would make 2^17. */
+    assert_int_equal(fx_int(&r, "edit_index"), 16);
+    assert_int_equal(fx_int(&r, "max_bytes"), 64 << 10);
+    assert_true(fx_int(&r, "size") > 64 << 10);
+    assert_contains(r.content, "edits[16]: ");
+    assert_contains(r.content, "over the 65536-byte file limit");
+    tool_result_deinit(&r);
+    if (took > 0.5)
+        fail_msg("the refused MultiEdit took %.3f s", took);
+    if (rss_growth_kib > 64 << 10)
+        fail_msg("the refused MultiEdit grew the peak RSS by %ld KiB", rss_growth_kib);
+    fx_assert_file(fx, "bomb.txt", "a");
+}
+
+/* A long new_string on every match of a full-size file: refused before the result is built. */
+static void test_edit_replace_all_blowup_refused(void **state)
+{
+    fixture *fx = *state;
+    fx->limits.max_file_bytes = 64 << 10;
+    char *text = malloc(64 << 10), *repl = malloc(1001);
+    memset(text, 'a', 64 << 10);
+    memset(repl, 'b', 1000);
+    repl[1000] = '\0';
+    fx_put(fx, "big.txt", text, 64 << 10);
+    long rss_before = peak_rss_kib();
+    tool_result r = edit(fx, "big.txt", "a", repl, true); /* would be 64 MB */
+    long rss_growth_kib = peak_rss_kib() - rss_before;
+    assert_tool_error(r, "FILE_TOO_LARGE");
+    assert_contains(r.content, "over the 65536-byte file limit");
+    tool_result_deinit(&r);
+    if (rss_growth_kib > 16 << 10)
+        fail_msg("the refused Edit grew the peak RSS by %ld KiB", rss_growth_kib);
+    size_t len;
+    char *got = fx_get(fx, "big.txt", &len);
+    assert_int_equal(len, 64 << 10);
+    assert_memory_equal(got, text, len);
+    free(got);
+    free(text);
+    free(repl);
+}
+
+/* The boundary: a result of exactly max_file_bytes is written, one byte more is refused. */
+static void test_edit_result_exactly_at_cap(void **state)
+{
+    fixture *fx = *state;
+    fx->limits.max_file_bytes = 100;
+    fx_puts(fx, "at.txt", "aaaaaaaaaa");    /* 10 x "a" -> 10 x 10 bytes = 100 */
+    fx_puts(fx, "over.txt", "aaaaaaaaaa!"); /* the same plus one byte = 101 */
+    tool_result r = edit(fx, "at.txt", "a", "bbbbbbbbbb", true);
+    assert_tool_ok(r);
+    assert_int_equal(fx_int(&r, "replacements"), 10);
+    tool_result_deinit(&r);
+    char want[101];
+    memset(want, 'b', 100);
+    want[100] = '\0';
+    fx_assert_file(fx, "at.txt", want);
+
+    r = edit(fx, "over.txt", "a", "bbbbbbbbbb", true);
+    assert_tool_error(r, "FILE_TOO_LARGE");
+    assert_int_equal(fx_int(&r, "size"), 101);
+    assert_int_equal(fx_int(&r, "max_bytes"), 100);
+    assert_contains(r.content, "The edited /workspace/over.txt would be ");
+    assert_contains(r.content, "101 bytes, over the 100-byte file limit.");
+    tool_result_deinit(&r);
+    fx_assert_file(fx, "over.txt", "aaaaaaaaaa!");
+
+    /* A single (not replace_all) edit, too: 11 - 1 + 90 = 100 passes, 101 does not. */
+    fx_puts(fx, "one.txt", "0123456789\n");
+    r = edit(fx, "one.txt", "\n", want + 10, false);
+    assert_tool_ok(r);
+    tool_result_deinit(&r);
+    r = edit(fx, "one.txt", "0", "01", false);
+    assert_tool_error(r, "FILE_TOO_LARGE");
+    assert_int_equal(fx_int(&r, "size"), 101);
+    tool_result_deinit(&r);
+}
+
+/* MultiEdit: the cap holds after every edit, not only for the final text (all or nothing, so
+ * nothing is written); a list that stays within it all along, ending exactly at it, is applied. */
+static void test_multiedit_cap_on_each_step(void **state)
+{
+    fixture *fx = *state;
+    fx->limits.max_file_bytes = 64;
+    fx_puts(fx, "m.txt", "abcd");
+    char x80[81], y16[17];
+    memset(x80, 'x', 80);
+    x80[80] = '\0';
+    memset(y16, 'y', 16);
+    y16[16] = '\0';
+    /* 4 -> 4 -> 80 (over) -> 2 bytes: refused at edits[1] though the end result would fit. */
+    json_t *edits =
+        json_pack("[o,o,o]", one("a", "A", false), one("Abcd", x80, false), one(x80, "ok", false));
+    tool_result r = multiedit(fx, "m.txt", edits);
+    assert_tool_error(r, "FILE_TOO_LARGE");
+    assert_int_equal(fx_int(&r, "edit_index"), 1);
+    assert_int_equal(fx_int(&r, "size"), 80);
+    assert_contains(r.content, "edits[1]: The edited /workspace/m.txt would be 80 bytes, over the "
+                               "64-byte file limit.");
+    tool_result_deinit(&r);
+    fx_assert_file(fx, "m.txt", "abcd");
+
+    /* 4 -> 16 -> 64 bytes. */
+    edits = json_pack("[o,o]", one("abcd", y16, false), one("y", "yyyy", true));
+    r = multiedit(fx, "m.txt", edits);
+    assert_tool_ok(r);
+    assert_int_equal(fx_int(&r, "replacements"), 17);
+    tool_result_deinit(&r);
+    char y64[65];
+    memset(y64, 'y', 64);
+    y64[64] = '\0';
+    fx_assert_file(fx, "m.txt", y64);
+}
+
 int main(void)
 {
 #define WS(t) cmocka_unit_test_setup_teardown(t, fx_setup, fx_teardown)
@@ -390,6 +540,11 @@ int main(void)
         WS(test_multiedit_all_or_nothing),
         WS(test_multiedit_schema),
         WS(test_multiedit_fixed_file),
+        /* Before the bomb: peak RSS only shows growth past the largest peak so far. */
+        WS(test_edit_replace_all_blowup_refused),
+        WS(test_multiedit_doubling_bomb_refused_early),
+        WS(test_edit_result_exactly_at_cap),
+        WS(test_multiedit_cap_on_each_step),
     };
     return cmocka_run_group_tests_name("edit", tests, NULL, NULL);
 }

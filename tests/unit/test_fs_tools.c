@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <time.h>
 
+#include "tools/fs.h"
 #include "tools/globpat.h"
 
 static tool_result read_file(const fixture *fx, const char *path)
@@ -533,6 +534,95 @@ static void test_glob_result_cap(void **state)
     tool_result_deinit(&r);
 }
 
+/* The Glob budget tests shrink fs_glob_budget; this teardown puts it back even when one fails. */
+static int budget_teardown(void **state)
+{
+    fs_glob_budget = (fs_search_budget){FS_GLOB_TIME_BUDGET_MS, FS_GLOB_MAX_FILES};
+    return fx_teardown(state);
+}
+
+/* Glob matches at most max_files files against its pattern: a tree of exactly that many is
+ * listed whole; one more file and it stops, lists what it found and says the listing was cut (a
+ * result, not an error). */
+static void test_glob_file_budget(void **state)
+{
+    fixture *fx = *state;
+    assert_int_equal(fs_glob_budget.max_files, FS_GLOB_MAX_FILES); /* the server's cap */
+    assert_int_equal(fs_glob_budget.time_ms, FS_GLOB_TIME_BUDGET_MS);
+    fs_glob_budget.max_files = 12;
+    char rel[64];
+    for (int i = 0; i < 12; i++) {
+        snprintf(rel, sizeof rel, "d%d/f%02d.txt", i % 3, i);
+        fx_puts(fx, rel, "");
+    }
+    tool_result r = glob_call(fx, "**/*.txt", NULL);
+    assert_tool_ok(r);
+    assert_int_equal(fx_int(&r, "count"), 12);
+    assert_false(fx_bool(&r, "truncated"));
+    assert_not_contains(r.content, "incomplete");
+    tool_result_deinit(&r);
+
+    fx_puts(fx, "d0/one_more.txt", "");
+    r = glob_call(fx, "**/*.txt", NULL);
+    assert_tool_ok(r);
+    assert_int_equal(fx_int(&r, "count"), 12);
+    assert_int_equal(json_array_size(json_object_get(r.data, "files")), 12);
+    assert_true(fx_bool(&r, "truncated"));
+    assert_contains(r.content, "/workspace/d");
+    assert_contains(r.content, "(Stopped after examining 12 files; the listing is incomplete. "
+                               "Narrow path or pattern.)\n");
+    tool_result_deinit(&r);
+
+    /* Files examined count, matched or not; the cap is per call and counts only under path. */
+    r = glob_call(fx, "**/*.cu", NULL);
+    assert_tool_ok(r);
+    assert_contains(r.content, "No files found\n(Stopped after examining 12 files;");
+    tool_result_deinit(&r);
+    r = glob_call(fx, "*.txt", "d0");
+    assert_tool_ok(r);
+    assert_int_equal(fx_int(&r, "count"), 5);
+    assert_false(fx_bool(&r, "truncated"));
+    tool_result_deinit(&r);
+}
+
+/* Out of time: Glob answers with what it has (here nothing) and says the listing was cut. */
+static void test_glob_time_budget(void **state)
+{
+    fixture *fx = *state;
+    make_tree(fx);
+    fs_glob_budget.time_ms = 0; /* spent before the first file */
+    tool_result r = glob_call(fx, "**/*.py", NULL);
+    assert_tool_ok(r);
+    assert_int_equal(fx_int(&r, "count"), 0);
+    assert_true(fx_bool(&r, "truncated"));
+    assert_string_equal(r.content, "No files found\n(The search ran out of time; the listing is "
+                                   "incomplete. Narrow path or pattern.)\n");
+    tool_result_deinit(&r);
+
+    fs_glob_budget.time_ms = FS_GLOB_TIME_BUDGET_MS;
+    r = glob_call(fx, "**/*.py", NULL);
+    assert_int_equal(fx_int(&r, "count"), 3);
+    assert_false(fx_bool(&r, "truncated"));
+    tool_result_deinit(&r);
+}
+
+/* The deadline Glob's time budget runs on. */
+static void test_search_deadline(void **state)
+{
+    (void)state;
+    struct timespec now = fs_deadline_in(0), later = fs_deadline_in(60000);
+    assert_true(fs_deadline_passed(&now));
+    assert_false(fs_deadline_passed(&later));
+    struct timespec odd = fs_deadline_in(1999); /* the milliseconds carry into seconds */
+    assert_true(odd.tv_nsec >= 0 && odd.tv_nsec < 1000000000L);
+    assert_true(odd.tv_sec > now.tv_sec);
+    struct timespec soon = fs_deadline_in(20);
+    assert_false(fs_deadline_passed(&soon));
+    struct timespec nap = {0, 40 * 1000000L};
+    nanosleep(&nap, NULL);
+    assert_true(fs_deadline_passed(&soon));
+}
+
 static void test_globpat_semantics(void **state)
 {
     (void)state;
@@ -926,6 +1016,9 @@ int main(void)
         WS(test_glob_patterns_and_order),
         WS(test_glob_symlinks_and_errors),
         WS(test_glob_result_cap),
+        cmocka_unit_test_setup_teardown(test_glob_file_budget, fx_setup, budget_teardown),
+        cmocka_unit_test_setup_teardown(test_glob_time_budget, fx_setup, budget_teardown),
+        cmocka_unit_test(test_search_deadline),
         cmocka_unit_test(test_globpat_semantics),
         WS(test_grep_files_with_matches),
         WS(test_grep_content_and_flags),
