@@ -636,7 +636,6 @@ static int run_sandboxed(const runner *r, const char *const *argv, int timeout_m
     c.timeout_ms = timeout_ms;
     c.kill_grace_ms = 1000;
     c.capture_cap = BUILD_CAPTURE;
-    c.tag = req->tag;
     sandbox_result sr;
     if (sandbox_run(req->sbx, &c, &sr) != 0) {
         o->infra = true;

@@ -57,7 +57,6 @@ typedef struct build_request {
     struct sandbox *sbx;      /* compiles run in its "compile" profile; NULL/inactive: unsandboxed */
     uid_t uid;                /* the episode's identity inside the sandbox */
     gid_t gid;
-    const char *tag;          /* names the sandbox cgroups (the episode id) */
     int timeout_ms;           /* for the whole build */
     int jobs;                 /* compiles run in parallel (>= 1) */
     bool link_cuda;           /* link the .cu objects and CUDA runtime (GPU mode) */

@@ -330,7 +330,6 @@ static json_t *candidate_argv(eval_server *es, const tool_env *env, const char *
                        .uid = env->owner->uid,
                        .gid = env->owner->gid,
                        .argv = inner,
-                       .tag = env->episode_id,
                        .gpu_devices = gpu_node ? gpus : NULL,
                        .env = envs};
     *job = sandbox_job_new(env->sandbox, &cmd, why, cap);

@@ -284,6 +284,16 @@ static sbx_end classify(const sandbox_result *res, bool setup_failed)
     return r->term_signal ? SBX_END_SIGNAL : SBX_END_EXIT;
 }
 
+/* A command's cgroup name: the episode's uid and a sequence number. Never the episode id: the
+ * names are visible host-wide (/proc/<pid>/cgroup, cgroupfs), and the id is the API's only
+ * credential (red team: read through the candidate's /sys). */
+static void cgroup_name(sandbox *s, const sandbox_cmd *cmd, const char *kind, char *out,
+                        size_t cap)
+{
+    snprintf(out, cap, "u%u-%s%lu", (unsigned)cmd->uid, kind,
+             (unsigned long)atomic_fetch_add(&s->seq, 1));
+}
+
 int sandbox_run(sandbox *s, const sandbox_cmd *cmd, sandbox_result *res)
 {
     memset(res, 0, sizeof *res);
@@ -293,8 +303,7 @@ int sandbox_run(sandbox *s, const sandbox_cmd *cmd, sandbox_result *res)
         return -1;
     }
     char name[128], err[256];
-    snprintf(name, sizeof name, "%s-%lu", cmd->tag ? cmd->tag : "cmd",
-             (unsigned long)atomic_fetch_add(&s->seq, 1));
+    cgroup_name(s, cmd, "", name, sizeof name);
     sbx_cgroup cg;
     /* Hosts without a pids controller (the GPU machines) rely on RLIMIT_NPROC of the
      * episode's own uid, which the profile sets. */
@@ -380,8 +389,7 @@ sandbox_job *sandbox_job_new(sandbox *s, const sandbox_cmd *cmd, char *err, size
         return NULL;
     }
     char name[128];
-    snprintf(name, sizeof name, "%s-job%lu", cmd->tag ? cmd->tag : "cmd",
-             (unsigned long)atomic_fetch_add(&s->seq, 1));
+    cgroup_name(s, cmd, "job", name, sizeof name);
     uint64_t pids = s->cg.has_pids ? p->cg_pids : 0;
     if (sbx_cg_create(&s->cg, name, p->cg_memory_bytes, pids, &j->cg, err, errcap) != 0) {
         free(j);

@@ -72,7 +72,6 @@ typedef struct sandbox_cmd {
     int timeout_ms;          /* capped by the profile's wall limit */
     int kill_grace_ms;
     size_t capture_cap;             /* per stream; 0 = the profile's output cap */
-    const char *tag;                /* names the cgroup (e.g. the episode id) */
     uint64_t max_file_bytes;        /* lowers the profile's RLIMIT_FSIZE (0 = the profile's) */
     const char *const *gpu_devices; /* NULL-terminated device nodes (candidate profile), or NULL */
     const char *const *env;         /* NULL-terminated NAME=VALUE entries added, or NULL */

@@ -220,13 +220,6 @@ static bool sandboxed(const tool_env *env)
     return env->sandbox && env->sandbox->active && env->owner;
 }
 
-/* The episode's id names its sandbox cgroups: the last part of its private directory. */
-static const char *episode_tag(const tool_env *env)
-{
-    const char *slash = env->episode_dir ? strrchr(env->episode_dir, '/') : NULL;
-    return slash ? slash + 1 : "episode";
-}
-
 /* Runs the command in the episode's sandbox when there is one, else as the server's child. */
 static int run_foreground(const tool_env *env, const spawn_opts *o, spawn_result *r, sbx_end *end)
 {
@@ -243,7 +236,6 @@ static int run_foreground(const tool_env *env, const spawn_opts *o, spawn_result
         .kill_grace_ms = o->kill_grace_ms,
         .capture_cap = o->capture_cap,
         .max_file_bytes = env->limits->max_file_bytes,
-        .tag = episode_tag(env),
     };
     sandbox_result sr;
     int rc = sandbox_run(env->sandbox, &cmd, &sr);
@@ -441,8 +433,7 @@ static void bash_run(const tool_env *env, const json_t *args, tool_result *res)
                            .uid = env->owner->uid,
                            .gid = env->owner->gid,
                            .argv = argv,
-                           .max_file_bytes = lim->max_file_bytes,
-                           .tag = episode_tag(env)};
+                           .max_file_bytes = lim->max_file_bytes};
         char err[256];
         hook.ctx = sandbox_job_new(env->sandbox, &cmd, err, sizeof err);
         if (!hook.ctx) {

@@ -75,8 +75,7 @@ static int run_inline(const tool_env *env, const char *dir, spawn_result *r)
                            .argv = argv,
                            .timeout_ms = INLINE_TIMEOUT_MS,
                            .kill_grace_ms = 1000,
-                           .capture_cap = INLINE_OUTPUT_CAP,
-                           .tag = env->episode_id};
+                           .capture_cap = INLINE_OUTPUT_CAP};
         sandbox_result sr;
         int rc = sandbox_run(env->sandbox, &cmd, &sr);
         *r = sr.run;
@@ -166,7 +165,6 @@ int build_for_episode(const tool_env *env, build_result *res)
         .sbx = env->owner ? env->sandbox : NULL,
         .uid = env->owner ? env->owner->uid : 0,
         .gid = env->owner ? env->owner->gid : 0,
-        .tag = env->episode_id,
         .timeout_ms = es->compile_timeout_ms,
         .jobs = es->compile_jobs,
         .link_cuda = !env->cpu_variant && es->tc.nvcc[0] && es->tc.torch_cuda,

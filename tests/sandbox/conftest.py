@@ -202,16 +202,17 @@ def cgroup_roots(server):
     return roots
 
 
-def busy_cgroups(server, episode_id=None):
+def busy_cgroups(server, uid=None):
     """{cgroup dir: [pids]} of the command cgroups of a server that still hold processes
-    (only those named after episode_id, when given). The server's own leaf is not counted."""
+    (only those of the episode with that uid, when given: named u<uid>-..., never after the
+    episode id, which is a credential). The server's own leaf is not counted."""
     busy = {}
     for root in cgroup_roots(server):
         for dirpath, dirnames, filenames in os.walk(root):
             d = Path(dirpath)
             if d == root or d.name.endswith("-server"):
                 continue
-            if episode_id and not d.name.startswith(episode_id):
+            if uid is not None and not d.name.startswith(f"u{uid}-"):
                 continue
             try:
                 pids = (d / "cgroup.procs").read_text().split()

@@ -53,7 +53,7 @@ def test_daemons_die_with_the_command(srv, new_episode):
     # gone the moment the call returned: no process of the uid, no busy cgroup
     assert host_procs_of_uid(uid) == [], host_procs_of_uid(uid)
     assert host_sleepers(tag + 1) == []
-    assert busy_cgroups(srv, ep.id) == {}
+    assert busy_cgroups(srv, ep.uid) == {}
     # and the next command does not see them either
     out = ep.sh("ps -eo comm= | sort | uniq -c")
     assert "sleep" not in out, out
@@ -66,12 +66,12 @@ def test_killbash_leaves_nothing(srv, new_episode):
     job = ep.start_job(daemonize_script(tag) + f"exec sleep {tag}5")
     running = wait_until(lambda: len(host_sleepers(tag)) == 5, 5)
     assert running, host_sleepers(tag)
-    assert busy_cgroups(srv, ep.id), "the job's processes should sit in its cgroup"
+    assert busy_cgroups(srv, ep.uid), "the job's processes should sit in its cgroup"
     obs = ep.tool("KillBash", shell_id=job)
     assert not obs["is_error"] and obs["data"]["status"] == "killed", obs
     assert wait_until(lambda: host_procs_of_uid(uid) == [], 3), host_procs_of_uid(uid)
     assert host_sleepers(tag) == []
-    assert wait_until(lambda: busy_cgroups(srv, ep.id) == {}, 3), busy_cgroups(srv, ep.id)
+    assert wait_until(lambda: busy_cgroups(srv, ep.uid) == {}, 3), busy_cgroups(srv, ep.uid)
 
 
 def test_finished_job_leaves_nothing(srv, new_episode):
@@ -83,7 +83,7 @@ def test_finished_job_leaves_nothing(srv, new_episode):
     assert "launched" in text and data["status"] == "exited" and data["exit_code"] == 0, data
     assert wait_until(lambda: host_procs_of_uid(uid) == [], 3), host_procs_of_uid(uid)
     assert host_sleepers(tag) == []
-    assert wait_until(lambda: busy_cgroups(srv, ep.id) == {}, 3), busy_cgroups(srv, ep.id)
+    assert wait_until(lambda: busy_cgroups(srv, ep.uid) == {}, 3), busy_cgroups(srv, ep.uid)
 
 
 def test_closing_or_resetting_the_episode_kills_its_jobs(srv, new_episode):
@@ -100,7 +100,7 @@ def test_closing_or_resetting_the_episode_kills_its_jobs(srv, new_episode):
             assert r.status == 200, r
         assert wait_until(lambda: host_procs_of_uid(uid) == [], 3), (how, host_procs_of_uid(uid))
         assert host_sleepers(tag) == []
-        assert wait_until(lambda: busy_cgroups(srv, ep.id) == {}, 3), busy_cgroups(srv, ep.id)
+        assert wait_until(lambda: busy_cgroups(srv, ep.uid) == {}, 3), busy_cgroups(srv, ep.uid)
 
 
 def test_timeout_kills_the_whole_tree(srv, new_episode):
@@ -111,6 +111,6 @@ def test_timeout_kills_the_whole_tree(srv, new_episode):
     assert obs["is_error"] and obs["data"]["error_code"] == "TIMEOUT", obs["data"]
     assert obs["data"]["exit_code"] == 124 and "launched" in obs["content"]
     assert host_procs_of_uid(uid) == [] and host_sleepers(tag) == []
-    assert busy_cgroups(srv, ep.id) == {}
+    assert busy_cgroups(srv, ep.uid) == {}
     # the uid owns nothing else on the host either (ps, the control view)
     assert not re.search(rf"^\s*{uid}\b", run_host(["ps", "-eo", "uid="]).stdout, re.M)

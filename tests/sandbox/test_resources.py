@@ -57,7 +57,7 @@ def fork_bomb(ep, server, pids_limit):
     # nothing of it is left, the host's process count is back, the episode works
     # (the kernel may still be tearing the last ones down when the call returns)
     assert wait_until(lambda: host_procs_of_uid(uid) == [], 5), host_procs_of_uid(uid)
-    assert wait_until(lambda: busy_cgroups(server, ep.id) == {}, 5)
+    assert wait_until(lambda: busy_cgroups(server, ep.uid) == {}, 5)
     assert wait_until(lambda: host_process_count() <= baseline + 50, 5), (
         baseline, host_process_count())
     assert ep.sh("echo alive").strip() == "alive"
@@ -81,7 +81,7 @@ def test_fork_bomb_in_a_background_job(srv, small, new_episode, new_small_episod
             wait_until(lambda: len(host_procs_of_uid(uid)) > 100, 1.5)
         assert ep.tool("KillBash", shell_id=job)["data"]["status"] == "killed"
         assert wait_until(lambda: host_procs_of_uid(uid) == [], 5), host_procs_of_uid(uid)
-        assert wait_until(lambda: busy_cgroups(server, ep.id) == {}, 5)
+        assert wait_until(lambda: busy_cgroups(server, ep.uid) == {}, 5)
         return watch.peak
 
     # control: where the limit (1024) allows it, the job runs all 100 sleeps at once

@@ -93,7 +93,6 @@ static int setup(void **state)
                              .template_dir = b->tpl,
                              .build_dir = b->build,
                              .cache_dir = b->cache,
-                             .tag = "ep_test",
                              .timeout_ms = 120000,
                              .jobs = 2,
                              .log_cap = 30000};
