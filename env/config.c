@@ -105,6 +105,8 @@ static const config_key KEYS[] = {
      sizeof(((server_config *)0)->sandbox_profiles), false},
     {"allow_weak_sandbox", K_BOOL, OFF(allow_weak_sandbox), 0, 0, 0, false},
     {"sandbox_uid_base", K_INT, OFF(sandbox_uid_base), 1000, 2000000000, 0, false},
+    {"sandbox_total_memory_bytes", K_U64, OFF(sandbox_total_memory_bytes), 0, 1e15, 0, false},
+    {"sandbox_total_pids", K_U64, OFF(sandbox_total_pids), 0, 4194304, 0, false},
     {"sandbox_uid_lock_dir", K_STR, OFF(sandbox_uid_lock_dir), 0, 0,
      sizeof(((server_config *)0)->sandbox_uid_lock_dir), false},
     {"workspace_tmpfs", K_BOOL, OFF(workspace_tmpfs), 0, 0, 0, false},

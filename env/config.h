@@ -38,6 +38,8 @@ typedef struct server_config {
     bool allow_weak_sandbox;    /* run tools unsandboxed when the host lacks a protection */
     int sandbox_uid_base;       /* episodes get uids base .. base + 59,999 */
     char sandbox_uid_lock_dir[256]; /* where servers claim blocks of that range ("" = none) */
+    uint64_t sandbox_total_memory_bytes; /* all sandboxed commands together (0 = 75% of RAM) */
+    uint64_t sandbox_total_pids;         /* all sandboxed commands together (0 = pid_max / 2) */
     char sandbox_python[512];   /* a Python shown to sandboxed commands ("" = none) */
     bool workspace_tmpfs;       /* sandboxed workspaces on a tmpfs of disk_quota_bytes */
     int workspace_max_inodes;   /* files + directories per tmpfs workspace */

@@ -323,6 +323,9 @@ static int init_sandbox(server *srv, char *err, size_t errcap)
     if (srv->cfg.sandbox_python[0] &&
         sandbox_set_python(&srv->sandbox, srv->cfg.sandbox_python, err, errcap) != 0)
         return -1;
+    if (sandbox_set_totals(&srv->sandbox, srv->cfg.sandbox_total_memory_bytes,
+                           srv->cfg.sandbox_total_pids, err, errcap) != 0)
+        return -1;
     json_t *status = sandbox_status_json(&srv->sandbox);
     server_log(srv->sandbox.active ? "info" : "warn", "sandbox", status);
     ep_table_set_sandbox(srv->episodes, &srv->sandbox);

@@ -538,6 +538,42 @@ static int v1_limits(const sbx_cgroup *cg, uint64_t mem, uint64_t pids)
     return pids && write_u64(cg->v1_pids, "pids.max", pids) < 0 ? -1 : 0;
 }
 
+/* v1 memory and memsw to one value: memsw may never be below memory, so a lower value goes to
+ * memory first and a higher one to memsw first. */
+static int v1_memory_pair(const sbx_cg_host *h, uint64_t bytes)
+{
+    if (!h->memsw)
+        return write_u64(h->v1_memory, "memory.limit_in_bytes", bytes);
+    if (write_u64(h->v1_memory, "memory.limit_in_bytes", bytes) == 0)
+        return write_u64(h->v1_memory, "memory.memsw.limit_in_bytes", bytes);
+    if (write_u64(h->v1_memory, "memory.memsw.limit_in_bytes", bytes) < 0)
+        return -1;
+    return write_u64(h->v1_memory, "memory.limit_in_bytes", bytes);
+}
+
+int sbx_cg_host_totals(const sbx_cg_host *h, uint64_t memory_bytes, uint64_t pids, char *err,
+                       size_t errcap)
+{
+    int rc = 0;
+    if (h->mode == SBX_CG_V2) {
+        /* no memory.oom.group here: one command past the total must not take every other
+         * command of the server with it */
+        if ((memory_bytes && write_u64(h->v2_base, "memory.max", memory_bytes) < 0) ||
+            (pids && exists(h->v2_base, "pids.max") && write_u64(h->v2_base, "pids.max", pids) < 0))
+            rc = -1;
+    } else if (h->mode == SBX_CG_V1) {
+        if ((memory_bytes && v1_memory_pair(h, memory_bytes) < 0) ||
+            (pids && h->v1_pids[0] && write_u64(h->v1_pids, "pids.max", pids) < 0))
+            rc = -1;
+    } else {
+        errno = ENODEV;
+        rc = -1;
+    }
+    if (rc != 0)
+        set_err(err, errcap, "cannot set the sandboxes' total limits: %s", strerror(errno));
+    return rc;
+}
+
 /* A pids limit on a host without the pids controller is refused, not dropped: the caller must
  * know to use its fallback (RLIMIT_NPROC under the episode's uid). */
 static bool limits_possible(const sbx_cg_host *h, uint64_t pids, char *err, size_t cap)

@@ -63,6 +63,12 @@ typedef struct sbx_cg_stats {
 /* Creates the cgroup name (unique per command; one path component, no "..", not existing yet)
  * with the limits (0 = no limit). A pids limit without h->has_pids fails (EOPNOTSUPP). On v2 it
  * also sets memory.swap.max=0 and memory.oom.group=1, on v1 memsw = memory, where present. */
+/* Caps all the command cgroups of the host's directory together (0: leave that one as it is):
+ * per-command limits alone let a few commands of one episode hold more memory or pids than the
+ * host has. v1 memory (+memsw), pids; v2 memory.max, pids.max. Returns 0 or -1 (err filled). */
+int sbx_cg_host_totals(const sbx_cg_host *h, uint64_t memory_bytes, uint64_t pids, char *err,
+                       size_t errcap);
+
 int sbx_cg_create(const sbx_cg_host *h, const char *name, uint64_t memory_bytes, uint64_t pids,
                   sbx_cgroup *cg, char *err, size_t errcap);
 /* Moves pid into the cgroup (every hierarchy of it). */

@@ -185,10 +185,52 @@ void sandbox_deinit(sandbox *s)
     sbx_host_report_free(&s->report);
 }
 
+/* The kernel's pid_max, or the usual default when it cannot be read. */
+static uint64_t host_pid_max(void)
+{
+    FILE *f = fopen("/proc/sys/kernel/pid_max", "r");
+    unsigned long long v = 0;
+    if (f) {
+        if (fscanf(f, "%llu", &v) != 1)
+            v = 0;
+        fclose(f);
+    }
+    return v ? v : 32768;
+}
+
+int sandbox_set_totals(sandbox *s, uint64_t memory_bytes, uint64_t pids, char *err,
+                       size_t errcap)
+{
+    if (!s->active)
+        return 0;
+    if (!memory_bytes) {
+        long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+        memory_bytes = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page / 4 * 3 : 0;
+    }
+    if (!pids)
+        pids = host_pid_max() / 2;
+    if (!s->cg.has_pids)
+        pids = 0; /* the GPU machines: RLIMIT_NPROC per uid is all there is */
+    if (sbx_cg_host_totals(&s->cg, memory_bytes, pids, err, errcap) != 0)
+        return -1;
+    s->total_memory_bytes = memory_bytes;
+    s->total_pids = pids;
+    return 0;
+}
+
 json_t *sandbox_status_json(const sandbox *s)
 {
     json_t *j = sbx_host_report_json(&s->report);
     json_object_set_new(j, "active", json_boolean(s->active));
+    if (s->active)
+        json_object_set_new(j, "totals",
+                            json_pack("{s:o, s:o}", "memory_bytes",
+                                      s->total_memory_bytes
+                                          ? json_integer((json_int_t)s->total_memory_bytes)
+                                          : json_null(),
+                                      "pids",
+                                      s->total_pids ? json_integer((json_int_t)s->total_pids)
+                                                    : json_null()));
     if (!s->active)
         json_object_set_new(j, "weak_reason", json_string(s->weak_reason));
     return j;

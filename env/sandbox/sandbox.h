@@ -36,6 +36,7 @@ typedef struct sandbox {
     char cuda_home[SBX_PATH_MAX];          /* ${CUDA_HOME} of the profiles, "" when absent */
     char python_prefix[SBX_PATH_MAX];      /* the Python environment shown to commands, or "" */
     char python_base_prefix[SBX_PATH_MAX]; /* its interpreter's installation */
+    uint64_t total_memory_bytes, total_pids; /* all commands together (0: not capped) */
 } sandbox;
 
 /* Probes the host, parses the profiles. allow_weak: run unsandboxed (and say so) instead of
@@ -46,6 +47,12 @@ int sandbox_init(sandbox *s, const char *launcher, const char *profiles_dir, boo
  * prefix and its interpreter's are bound read-only and its bin/ leads PATH. Returns 0 or -1. */
 int sandbox_set_python(sandbox *s, const char *python, char *err, size_t errcap);
 void sandbox_deinit(sandbox *s);
+/* Caps all sandboxed commands together: memory_bytes (0: 75% of the host's RAM) and pids (0:
+ * half of kernel.pid_max), so that the per-command limits, each meant for one command, cannot
+ * add up past the host (red team: five 16 GiB jobs of one episode on a 23 GiB host; 4,090
+ * threads of one episode). Nothing to do in weak mode. Returns 0 or -1 (err filled). */
+int sandbox_set_totals(sandbox *s, uint64_t memory_bytes, uint64_t pids, char *err,
+                       size_t errcap);
 /* {"active", "weak_reason"?, "protections": [...], "all_required_ok"} for /v1/health. */
 json_t *sandbox_status_json(const sandbox *s);
 

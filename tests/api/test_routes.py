@@ -74,6 +74,36 @@ def test_servers_on_one_host_get_disjoint_uids(launch, tmp_path):
     assert a1 < b0, ranges
 
 
+def test_sandbox_totals_cap_all_commands(launch):
+    """sandbox_total_pids caps every sandboxed command of the server together: one command's
+    60 sleepers stop at the total, though its own pids limit is far higher; health says it."""
+    s = launch(config={"sandbox_total_pids": 40})
+    c = s.client()
+    totals = c.get("/v1/health").json["sandbox"]["totals"]
+    assert totals["pids"] == 40 and totals["memory_bytes"] > 0, totals
+    ep = c.create("fixture/alpha")["episode_id"]
+    forker = ("import os, time\n"
+              "kids = []\n"
+              "for _ in range(60):\n"
+              "    try:\n"
+              "        pid = os.fork()\n"
+              "    except OSError:\n"
+              "        break\n"
+              "    if pid == 0:\n"
+              "        time.sleep(5)\n"
+              "        os._exit(0)\n"
+              "    kids.append(pid)\n"
+              "print(len(kids))\n"
+              "for pid in kids:\n"
+              "    os.kill(pid, 9)\n")
+    c.tool(ep, "Write", file_path="forker.py", content=forker)
+    obs = c.tool(ep, "Bash", command="python3 forker.py")
+    running = int(obs["data"]["stdout"].split()[-1])
+    print("forks under the total:", running)
+    assert 10 < running < 40, obs
+    assert c.delete(f"/v1/episodes/{ep}").status == 200
+
+
 def test_health_counts_open_episodes(client):
     before = client.get("/v1/health").json["active_episodes"]
     ep = client.create("fixture/alpha")["episode_id"]

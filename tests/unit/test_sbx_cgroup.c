@@ -366,6 +366,42 @@ static void test_fork_bomb_stops_at_pids_max(void **state)
     destroy_and_check(&cg);
 }
 
+/* The server-wide totals (sbx_cg_host_totals) bind every command together: a command whose own
+ * limits are far above them still stops at them. Reset to "nearly unlimited" afterwards. */
+static void test_host_totals_cap_every_command(void **state)
+{
+    (void)state;
+    char err[256] = "";
+    sbx_cgroup cg;
+    assert_int_equal(sbx_cg_host_totals(&H, MEM_LIMIT, 0, err, sizeof err), 0);
+    make_cg("t-total-mem", 16 * MEM_LIMIT, 0, &cg);
+    size_t len = 200 * MiB;
+    pid_t pid = spawn_in(&cg, touch_memory, &len);
+    int st = wait_status(pid);
+    assert_true(WIFSIGNALED(st));
+    assert_int_equal(WTERMSIG(st), SIGKILL);
+    destroy_and_check(&cg);
+    assert_int_equal(sbx_cg_host_totals(&H, 1ull << 50, 0, err, sizeof err), 0);
+    if (!H.has_pids)
+        return;
+    assert_int_equal(sbx_cg_host_totals(&H, 0, PIDS_LIMIT, err, sizeof err), 0);
+    make_cg("t-total-pids", 4 * MEM_LIMIT, 0, &cg);
+    int rep[2];
+    assert_int_equal(pipe(rep), 0);
+    struct bomb b = {rep[1]};
+    pid = spawn_in(&cg, fork_bomb, &b);
+    close(rep[1]);
+    int head[2] = {0, 0};
+    assert_int_equal(read(rep[0], head, sizeof head), (ssize_t)sizeof head);
+    close(rep[0]);
+    assert_true(head[0] <= PIDS_LIMIT - 1); /* the bomber itself is one of them */
+    assert_int_equal(sbx_cg_kill(&cg), 0);
+    wait_status(pid);
+    reap_all();
+    destroy_and_check(&cg);
+    assert_int_equal(sbx_cg_host_totals(&H, 0, 1u << 22, err, sizeof err), 0);
+}
+
 static void test_kill_takes_daemons(void **state)
 {
     (void)state;
@@ -669,6 +705,7 @@ int main(void)
         cmocka_unit_test(test_memory_hog_is_oom_killed),
         cmocka_unit_test(test_peak_without_oom),
         cmocka_unit_test(test_fork_bomb_stops_at_pids_max),
+        cmocka_unit_test(test_host_totals_cap_every_command),
         cmocka_unit_test(test_kill_takes_daemons),
         cmocka_unit_test(test_kill_races_a_forker),
         cmocka_unit_test(test_kill_loop_without_freezer),
