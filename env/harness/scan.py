@@ -17,6 +17,7 @@ Rules (SKILL.md says the same in the agent's words):
 import ast
 import os
 import re
+import resource
 import subprocess
 
 PY_IMPORTS = {"torch", "torch.nn", "cuda_extension", "math", "typing", "__future__", "numbers", "dataclasses"}
@@ -374,11 +375,36 @@ def op_allowed(op):
     return op in EXT_OPS_ALLOWED or any(op.startswith(a + "_") for a in EXT_OPS_ALLOWED)
 
 
+NOBODY = 65534
+
+
+def _bounded():
+    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+    resource.setrlimit(resource.RLIMIT_CPU, (60, 60))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def unprivileged():
+    """How nm runs: it parses an ELF file built from the agent's sources, and a parser bug must
+    not run as root (red team): as nobody, with no groups, bounded. As is when not root."""
+    if os.geteuid() != 0:
+        return {"preexec_fn": _bounded}
+    return {"user": NOBODY, "group": NOBODY, "extra_groups": [], "preexec_fn": _bounded}
+
+
 def scan_extension(so_path, nm="nm"):
     """Violations among the undefined symbols of the built module (nm -D, demangled)."""
     try:
-        out = subprocess.run([nm, "-D", "--undefined-only", "-C", so_path], capture_output=True,
-                             text=True, timeout=60)
+        # opened here, shown to nm as its own fd: the module sits below root-only directories,
+        # and reopening /proc/self/fd/N checks the file's mode alone (0444)
+        fd = os.open(so_path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            out = subprocess.run([nm, "-D", "--undefined-only", "-C", f"/proc/self/fd/{fd}"],
+                                 capture_output=True, text=True, timeout=60, pass_fds=(fd,),
+                                 **unprivileged())
+        finally:
+            os.close(fd)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise RuntimeError(f"cannot list the module's symbols: {exc}")
     if out.returncode != 0:

@@ -1,9 +1,13 @@
 """The static scan (env/harness/scan.py): what it refuses, with a clean control for each rule so
 that a scan refusing everything (or nothing) fails here."""
 import os
+import shutil
+import subprocess
+import tempfile
 import sys
 
 import pytest
+from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "env", "harness"))
 import scan  # noqa: E402
@@ -119,9 +123,19 @@ def test_cpp_calling_python_is_refused(line):
     assert scan.scan_cpp(src, "kernels/f_binding.cpp", scan.tensor_compute_methods()), line
 
 
-def fake_nm(tmp_path, symbols):
+@pytest.fixture
+def open_dir():
+    """A directory anyone may enter: nm runs as nobody when the tests run as root, and pytest's
+    own tmp_path sits below a root-only directory."""
+    d = Path(tempfile.mkdtemp(prefix="kgym-scan-"))
+    d.chmod(0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def fake_nm(where, symbols):
     """An nm stand-in printing the given undefined symbols (as `nm -D --undefined-only -C` does)."""
-    nm = tmp_path / "nm"
+    nm = where / "nm"
     nm.write_text("#!/bin/sh\ncat <<'END'\n" + "\n".join(f"                 U {s}" for s in symbols) + "\nEND\n")
     nm.chmod(0o755)
     return str(nm)
@@ -134,8 +148,19 @@ HONEST_IMPORTS = ["at::_ops::empty_like::call(at::Tensor const&, std::optional<c
                   "at::cuda::getCurrentCUDABlasHandle()", "cudaLaunchKernel"]
 
 
-def test_extension_imports_of_an_honest_module_pass(tmp_path):
-    assert scan.scan_extension("/dev/null", nm=fake_nm(tmp_path, HONEST_IMPORTS)) == []
+def test_extension_imports_of_an_honest_module_pass(open_dir):
+    assert scan.scan_extension("/dev/null", nm=fake_nm(open_dir, HONEST_IMPORTS)) == []
+
+
+def test_nm_runs_unprivileged(open_dir):
+    """nm parses an ELF file built from the agent's sources: never as root."""
+    probe = open_dir / "nm"
+    probe.write_text("#!/bin/sh\necho \"                 U uid_$(id -u)\"\n")
+    probe.chmod(0o755)
+    out = subprocess.run([str(probe)], capture_output=True, text=True, **scan.unprivileged()).stdout
+    want = scan.NOBODY if os.geteuid() == 0 else os.geteuid()
+    assert f"uid_{want}" in out, out
+    assert scan.scan_extension("/dev/null", nm=str(probe)) == []
 
 
 @pytest.mark.parametrize("symbol,word", [
@@ -148,8 +173,8 @@ def test_extension_imports_of_an_honest_module_pass(tmp_path):
     ("c10::Dispatcher::singleton()", "c10::Dispatcher"),
     ("dlsym", "dlsym"),
 ])
-def test_extension_importing_aten_compute_is_refused(tmp_path, symbol, word):
-    found = scan.scan_extension("/dev/null", nm=fake_nm(tmp_path, HONEST_IMPORTS + [symbol]))
+def test_extension_importing_aten_compute_is_refused(open_dir, symbol, word):
+    found = scan.scan_extension("/dev/null", nm=fake_nm(open_dir, HONEST_IMPORTS + [symbol]))
     assert found and any(word in v for v in found), found
 
 
