@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void api_response_deinit(api_response *resp)
 {
@@ -14,6 +15,9 @@ void api_response_deinit(api_response *resp)
     free(resp->raw);
     resp->json = NULL;
     resp->raw = NULL;
+    if (resp->has_file)
+        close(resp->file_fd);
+    resp->has_file = false;
 }
 
 void api_json(api_response *resp, int status, json_t *body)
@@ -23,14 +27,24 @@ void api_json(api_response *resp, int status, json_t *body)
     resp->json = body;
 }
 
+void api_file(api_response *resp, int status, int fd, uint64_t len, const char *content_type)
+{
+    api_response_deinit(resp);
+    resp->status = status;
+    resp->file_fd = fd;
+    resp->file_len = len;
+    resp->has_file = true;
+    resp->content_type = content_type;
+}
+
 static void fill_error(api_response *resp, int status, const char *code, bool retryable,
                        json_t *details, const char *message)
 {
     /* Messages quote what the client sent (a path, an id), which may not be UTF-8. */
     char *clean = text_sanitize_utf8(message, strlen(message));
-    json_t *err = json_pack("{s:s, s:s, s:b, s:o}", "code", code, "message",
-                            clean ? clean : "(message lost)", "retryable", retryable, "details",
-                            details ? details : json_object());
+    json_t *err =
+        json_pack("{s:s, s:s, s:b, s:o}", "code", code, "message", clean ? clean : "(message lost)",
+                  "retryable", retryable, "details", details ? details : json_object());
     free(clean);
     api_json(resp, status, json_pack("{s:o}", "error", err));
 }
@@ -46,8 +60,7 @@ void api_fail(api_response *resp, int status, const char *code, bool retryable, 
     fill_error(resp, status, code, retryable, details, message);
 }
 
-void api_error_set(api_error *e, int status, const char *code, bool retryable, const char *fmt,
-                   ...)
+void api_error_set(api_error *e, int status, const char *code, bool retryable, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);

@@ -12,7 +12,6 @@
 #include "routes.h"
 #include "step.h"
 #include "tools/fs.h"
-#include "util/fileio.h"
 #include "util/text.h"
 #include "wspath.h"
 
@@ -160,19 +159,50 @@ static void route_step(server *srv, const api_request *req, episode *ep, const c
     json_decref(body);
 }
 
+/* The length of the whole lines among the first size bytes of fd: an append in progress (a
+ * trajectory line can be megabytes, written in one write() that other readers may see
+ * halfway) is left out. Reads backwards from size in small blocks; -1 on a read error. */
+static off_t whole_lines_length(int fd, off_t size)
+{
+    char block[4096];
+    off_t end = size;
+    while (end > 0) {
+        size_t n = end < (off_t)sizeof block ? (size_t)end : sizeof block;
+        ssize_t got = pread(fd, block, n, end - (off_t)n);
+        if (got != (ssize_t)n)
+            return -1;
+        for (size_t i = n; i > 0; i--)
+            if (block[i - 1] == '\n')
+                return end - (off_t)n + (off_t)i;
+        end -= (off_t)n;
+    }
+    return 0;
+}
+
+/* Streams the trajectory from the file instead of loading it: trajectories grow to gigabytes
+ * (every action's content is recorded) and concurrent downloads must not cost their size in
+ * memory each. The body is the file as it was when opened, whole lines only, however much a
+ * running episode appends meanwhile. */
 static void route_trajectory(server *srv, episode *ep, api_response *resp)
 {
     (void)srv;
     char path[700];
     ep_trajectory_path(ep, path, sizeof path);
-    int rc = file_read_all(path, (size_t)1 << 34, &resp->raw, &resp->raw_len);
-    if (rc != 0) {
-        api_fail(resp, rc == -ENOENT ? 404 : 500, rc == -ENOENT ? "NOT_FOUND" : "INTERNAL", false,
-                 NULL, "cannot read the trajectory: %s", strerror(-rc));
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    off_t len = -1;
+    errno = 0;
+    if (fd >= 0 && fstat(fd, &st) == 0)
+        len = whole_lines_length(fd, st.st_size);
+    if (len < 0) {
+        int err = errno ? errno : EIO; /* (a short read sets none) */
+        if (fd >= 0)
+            close(fd);
+        api_fail(resp, err == ENOENT ? 404 : 500, err == ENOENT ? "NOT_FOUND" : "INTERNAL", false,
+                 NULL, "cannot read the trajectory: %s", strerror(err));
         return;
     }
-    resp->status = 200;
-    resp->content_type = "application/x-ndjson";
+    api_file(resp, 200, fd, (uint64_t)len, "application/x-ndjson");
 }
 
 /* ---- files ------------------------------------------------------------------------------- */

@@ -123,11 +123,26 @@ static size_t unescape_url(void *cls, struct MHD_Connection *conn, char *uri)
     return (size_t)(out - uri);
 }
 
-static struct MHD_Response *build_response(const api_response *resp, const char *request_id)
+/* A file body: libmicrohttpd sends it from the fd (sendfile where it can), so a response of
+ * any size costs no memory, and closes the fd when done with the response. */
+static struct MHD_Response *file_response(api_response *resp)
+{
+    struct MHD_Response *r =
+        resp->file_len > 0
+            ? MHD_create_response_from_fd_at_offset64(resp->file_len, resp->file_fd, 0)
+            : MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (r && resp->file_len > 0)
+        resp->has_file = false; /* the response owns the fd now */
+    return r;
+}
+
+static struct MHD_Response *build_response(api_response *resp, const char *request_id)
 {
     struct MHD_Response *r;
-    if (resp->raw) {
-        r = MHD_create_response_from_buffer(resp->raw_len, resp->raw, MHD_RESPMEM_MUST_COPY);
+    if (resp->has_file || resp->raw) {
+        r = resp->has_file
+                ? file_response(resp)
+                : MHD_create_response_from_buffer(resp->raw_len, resp->raw, MHD_RESPMEM_MUST_COPY);
         if (r)
             MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
                                     resp->content_type ? resp->content_type
@@ -442,8 +457,7 @@ static int start_daemon(server *srv, char *err, size_t errcap)
         /* no LISTENING_ADDRESS_REUSE: on Linux it adds SO_REUSEPORT, and a second server on the
          * same port would then start and share our connections instead of failing; without it
          * MHD still sets SO_REUSEADDR, so a restart does not wait out TIME_WAIT */
-        MHD_OPTION_UNESCAPE_CALLBACK, unescape_url,
-        NULL, MHD_OPTION_END);
+        MHD_OPTION_UNESCAPE_CALLBACK, unescape_url, NULL, MHD_OPTION_END);
     if (!srv->daemon) {
         snprintf(err, errcap, "cannot listen on %s:%d (in use, or not permitted)", srv->cfg.host,
                  srv->cfg.port);

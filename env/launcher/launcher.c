@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -15,6 +17,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <linux/close_range.h>
@@ -26,6 +29,13 @@
 /* Where each launcher mounts its new root. Inside the launcher's own mount namespace, so
  * concurrent launchers never see each other's mounts; on the host it stays an empty dir. */
 #define NEW_ROOT "/tmp/.kgym-sandbox-root"
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434 /* Linux 5.3; the same number on every architecture but alpha */
+#endif
+
+/* Without pidfd_open (Linux < 5.3), how often the outer launcher looks at getppid(). */
+#define PARENT_POLL_MS 100
 
 /* A setup step failed: say which and why, and end with the launcher's setup-failure status. */
 /* The caller's channel for "the sandbox could not be set up" (--status-fd), or -1. The
@@ -143,8 +153,8 @@ static void bind(const char *src, const char *dst, unsigned long flags)
     /* The remount changes the top mount only: mounts below it (/sys/fs/cgroup, /sys/kernel/...
      * under a read-only /sys) would stay writable. Apply the flags to the whole subtree. */
     if (flags & MS_RDONLY) {
-        struct mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
-                                              MOUNT_ATTR_NODEV};
+        struct mount_attr attr = {.attr_set =
+                                      MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV};
         if (syscall(SYS_mount_setattr, AT_FDCWD, dst, AT_RECURSIVE, &attr, sizeof attr) != 0)
             die("read-only subtree", dst);
     }
@@ -490,6 +500,88 @@ static void mirror_status(int status)
     _exit(128 + sig);
 }
 
+/* ---- the watch: the sandbox never outlives its server ------------------------------------ */
+
+/* A pidfd of the launcher's parent, readable once the parent has ended; -1 when there is none to
+ * watch, or no pidfd (an old kernel: the wait then looks at getppid() instead). The parent was
+ * read first thing in main: if it is not the parent any more, it has already died, and nothing
+ * would ever stop the command. (The check comes after pidfd_open, so a pid reused meanwhile
+ * cannot be watched in its place.) */
+static int watch_parent(const launch_opts *o)
+{
+    if (o->parent_pid <= 0)
+        return -1;
+    int fd = (int)syscall(SYS_pidfd_open, o->parent_pid, 0); /* close-on-exec by default */
+    bool gone = fd < 0 && errno == ESRCH;
+    if (gone || getppid() != o->parent_pid)
+        die_msg("the process that started the sandbox has ended");
+    return fd;
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Kills init, whose end takes every process of its pid namespace with it (the command, its
+ * daemons, whatever escaped its session), then dies killed as well: nobody may take the
+ * launcher's status for the command's. */
+static void stop_sandbox(pid_t init, const char *why)
+{
+    kill(init, SIGKILL);
+    int st;
+    while (waitpid(init, &st, 0) < 0 && errno == EINTR)
+        ;
+    fprintf(stderr, "kgym-sandbox: %s: the sandbox was killed\n", why);
+    raise(SIGKILL);
+    _exit(128 + SIGKILL);
+}
+
+/* How long the next poll may sleep: until the wall deadline (0: none), and a short while when
+ * the parent can only be watched by looking. */
+static int poll_timeout(int64_t deadline, bool look_at_parent)
+{
+    int64_t t = look_at_parent ? PARENT_POLL_MS : -1;
+    if (deadline) {
+        int64_t left = deadline - now_ms();
+        left = left < 0 ? 0 : left > INT_MAX ? INT_MAX : left;
+        if (t < 0 || left < t)
+            t = left;
+    }
+    return (int)t;
+}
+
+/* Waits until init has reported the command's status or ended (either makes the status pipe
+ * readable: init holds its only write end), watching meanwhile the parent and the wall limit.
+ * The parent dying first means a server that can no longer stop, time or reap this command.
+ * Returns init's wait status. */
+static int wait_init(const launch_opts *o, pid_t init, int status_rd, int parent_fd)
+{
+    int64_t wall = o->wall_ms > (uint64_t)INT64_MAX / 4 ? INT64_MAX / 4 : (int64_t)o->wall_ms;
+    int64_t deadline = wall ? now_ms() + wall : 0;
+    bool look = parent_fd < 0 && o->parent_pid > 0;
+    for (;;) {
+        struct pollfd fds[2] = {{.fd = status_rd, .events = POLLIN},
+                                {.fd = parent_fd, .events = POLLIN}}; /* -1: ignored */
+        int n = poll(fds, 2, poll_timeout(deadline, look));
+        if (n < 0 && errno != EINTR)
+            die("poll", NULL);
+        if (n > 0 && fds[0].revents)
+            break;
+        if ((n > 0 && fds[1].revents) || (look && getppid() != o->parent_pid))
+            stop_sandbox(init, "the process that started it ended");
+        if (deadline && now_ms() >= deadline)
+            stop_sandbox(init, "its wall-clock limit passed");
+    }
+    int st;
+    while (waitpid(init, &st, 0) < 0)
+        if (errno != EINTR)
+            die("wait", NULL);
+    return st;
+}
+
 int launch_run(const launch_opts *o, const sbx_profile *p)
 {
     setup_fd = o->status_fd;
@@ -497,6 +589,7 @@ int launch_run(const launch_opts *o, const sbx_profile *p)
         setup_fd = -1;
     if (o->uid == 0 || o->gid == 0)
         die_msg("refusing to run a sandbox as uid or gid 0");
+    int parent_fd = watch_parent(o);
     join_cgroups(o);
     int flags = (p->ns_mount ? CLONE_NEWNS : 0) | (p->ns_pid ? CLONE_NEWPID : 0) |
                 (p->ns_net ? CLONE_NEWNET : 0) | (p->ns_ipc ? CLONE_NEWIPC : 0) |
@@ -513,13 +606,12 @@ int launch_run(const launch_opts *o, const sbx_profile *p)
         die("fork", NULL);
     if (init == 0) {
         close(fds[0]);
+        if (parent_fd >= 0)
+            close(parent_fd);
         run_init(o, p, fds[1]);
     }
     close(fds[1]);
-    int st;
-    while (waitpid(init, &st, 0) < 0)
-        if (errno != EINTR)
-            die("wait", NULL);
+    int st = wait_init(o, init, fds[0], parent_fd);
     int status;
     if (read(fds[0], &status, sizeof status) != (ssize_t)sizeof status)
         mirror_status(st); /* init failed before running the command: its message is out */

@@ -4,8 +4,13 @@
  * memory is safe, never in a forked child of the multi-threaded server.
  *
  * Order of setup, after nsjail and bubblewrap:
- *   outer:  join the command's cgroups; unshare mount, pid, net, ipc, uts (and cgroup)
- *           namespaces; fork the namespace's init; wait; report its command's status as its own.
+ *   outer:  open a pidfd on its parent (the server); join the command's cgroups; unshare
+ *           mount, pid, net, ipc, uts (and cgroup) namespaces; fork the namespace's init; wait
+ *           for it while watching the parent (and --wall-ms): if the parent dies first (a
+ *           SIGKILLed server cannot stop its jobs, and PR_SET_PDEATHSIG would follow the
+ *           server's short-lived request thread, not the server), or the wall limit passes, kill
+ *           init, which takes the whole namespace with it, and die killed; otherwise report the
+ *           command's status as its own.
  *   init:   (pid 1 of the new pid namespace) private mounts; build a minimal root on a tmpfs
  *           (read-only binds, the workspace read-write, sized tmpfs, a fresh /proc with masked
  *           entries, a /dev with only the profile's devices, a generated /etc/passwd); make the
@@ -18,6 +23,7 @@
 #define KGYM_LAUNCHER_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "sandbox/profile.h"
@@ -46,6 +52,9 @@ typedef struct launch_opts {
     int n_gpu_devices;
     uint64_t fsize;    /* lowers the profile's RLIMIT_FSIZE; 0 = the profile's */
     int status_fd;     /* written "setup" when the sandbox cannot be set up; -1 none */
+    pid_t parent_pid;  /* the parent as main() found it first thing (the server): the sandbox
+                        * is stopped when it ends; 0 = none to watch */
+    uint64_t wall_ms;  /* the sandbox is stopped after this long; 0 = no limit of its own */
     char *const *argv; /* the command; argv[0] an absolute path inside the sandbox */
 } launch_opts;
 

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "launcher/launcher.h"
 
@@ -17,7 +18,9 @@ static void usage(FILE *out)
           "net, ipc and uts namespaces, a minimal read-only root, the workspace at /workspace,\n"
           "no capabilities, the given uid, no_new_privs and the profile's seccomp filter.\n"
           "Must be started as root. Exits with the command's status, or dies of its signal;\n"
-          "125 means the sandbox could not be set up (the reason is on stderr).\n"
+          "125 means the sandbox could not be set up (the reason is on stderr). When the\n"
+          "process that started it ends, or --wall-ms passes, everything in the sandbox is\n"
+          "killed and the launcher dies of SIGKILL.\n"
           "\n"
           "  --profiles DIR        profile directory (default sandbox_profiles)\n"
           "  --profile NAME        profile to apply: bash, compile, candidate (default bash)\n"
@@ -31,6 +34,7 @@ static void usage(FILE *out)
           "  --env NAME=VALUE      set a variable of the command's environment (repeatable)\n"
           "  --gpu-device PATH     a GPU device node for profiles with [dev] gpu (repeatable)\n"
           "  --fsize BYTES         lower the profile's file-size limit\n"
+          "  --wall-ms N           kill the sandbox after N milliseconds\n"
           "  --status-fd N         write \"setup\" to fd N if the sandbox cannot be set up\n"
           "  --check               parse the profile, print nothing, exit 0 if it is valid\n",
           out);
@@ -62,8 +66,21 @@ enum {
     O_CHECK,
     O_FSIZE,
     O_ENV,
-    O_STATUS
+    O_STATUS,
+    O_WALL
 };
+
+static int parse_count(const char *flag, const char *s, uint64_t *out)
+{
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (!*s || *end || v == 0 || s[0] == '-') {
+        fprintf(stderr, "kgym-sandbox: %s needs a positive integer, got '%s'\n", flag, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
 
 static int add(const char **list, int *n, int max, const char *flag, const char *value)
 {
@@ -123,16 +140,10 @@ static int parse_option(launch_opts *o, int opt, const char *arg, bool *check)
     case O_STATUS:
         o->status_fd = (int)parse_id("--status-fd", arg);
         return 0;
-    case O_FSIZE: {
-        char *end;
-        unsigned long long v = strtoull(arg, &end, 10);
-        if (!*arg || *end || v == 0) {
-            fprintf(stderr, "kgym-sandbox: --fsize needs a positive byte count\n");
-            return -1;
-        }
-        o->fsize = v;
-        return 0;
-    }
+    case O_FSIZE:
+        return parse_count("--fsize", arg, &o->fsize);
+    case O_WALL:
+        return parse_count("--wall-ms", arg, &o->wall_ms);
     default:
         return -1;
     }
@@ -140,6 +151,10 @@ static int parse_option(launch_opts *o, int opt, const char *arg, bool *check)
 
 int main(int argc, char **argv)
 {
+    /* First thing: the process that started us (the server). Once it has died, getppid() names
+     * whoever adopted us, so a later look could watch the wrong process. pid 1 (the server as a
+     * container's init, or an orphan already) is not watched: nothing can be told from it. */
+    pid_t parent = getppid();
     static const struct option OPTS[] = {
         {"profiles", required_argument, NULL, O_PROFILES},
         {"profile", required_argument, NULL, O_PROFILE},
@@ -156,10 +171,14 @@ int main(int argc, char **argv)
         {"fsize", required_argument, NULL, O_FSIZE},
         {"env", required_argument, NULL, O_ENV},
         {"status-fd", required_argument, NULL, O_STATUS},
+        {"wall-ms", required_argument, NULL, O_WALL},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    launch_opts o = {.profiles_dir = "sandbox_profiles", .profile_name = "bash", .status_fd = -1};
+    launch_opts o = {.profiles_dir = "sandbox_profiles",
+                     .profile_name = "bash",
+                     .status_fd = -1,
+                     .parent_pid = parent > 1 ? parent : 0};
     bool check = false;
     int opt;
     while ((opt = getopt_long(argc, argv, "+h", OPTS, NULL)) != -1) {

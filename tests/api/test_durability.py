@@ -1,6 +1,7 @@
 """Trajectories survive crashes and restarts; SIGTERM drains (DESIGN.md §3.1)."""
 import json
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -166,29 +167,191 @@ def test_sigterm_when_idle_exits_zero(launch):
 
 
 def test_background_jobs_do_not_outlive_a_killed_server(launch):
-    """A SIGKILLed server cannot stop its episodes' background jobs; the next server on the same
-    host does, before it serves: their cgroups are killed and removed."""
+    """A SIGKILLed server cannot stop its episodes' background jobs itself: each job's launcher
+    watches the server and, when it dies, kills its sandbox at once (no job keeps running, or
+    writing to the workspace, until a server starts again). The next server on the same host
+    still sweeps what a dead one left (cgroups) before it serves."""
     s = launch(name="orphans")
     c = s.client()
     ep = c.create("fixture/alpha")["episode_id"]
-    obs = c.tool(ep, "Bash", command="sleep 1000", run_in_background=True)
+    obs = c.tool(ep, "Bash", command="while :; do date +%s%N > tick; sleep 0.05; done",
+                 run_in_background=True)
     assert not obs["is_error"], obs
     uid = int(c.tool(ep, "Bash", command="id -u")["data"]["stdout"])
     c.close()
+    tick = s.state_dir / "episodes" / ep / "work" / "tick"
 
     def procs_of(u):
         out = subprocess.run(["ps", "-o", "pid=", "-u", str(u)], capture_output=True, text=True)
         return out.stdout.split()
 
+    def ticks(seconds):
+        """The distinct contents of the tick file over a few seconds' sampling."""
+        seen, end = set(), time.monotonic() + seconds
+        while time.monotonic() < end:
+            try:
+                seen.add(tick.read_text())
+            except OSError:
+                pass
+            time.sleep(0.02)
+        return seen
+
     deadline = time.monotonic() + 5
     while not procs_of(uid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert procs_of(uid), "control: the job runs while the server is alive"
+    assert len(ticks(0.5)) >= 3, "control: the job writes while the server is alive"
     s.kill9()
-    time.sleep(0.3)
-    assert procs_of(uid), "control: a SIGKILLed server leaves the job running"
-    s.restart()
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 2
     while procs_of(uid) and time.monotonic() < deadline:
         time.sleep(0.05)
+    assert procs_of(uid) == [], "the job outlived its server"
+    assert len(ticks(0.5)) <= 1, "the job still writes to the workspace after its server died"
+    s.restart()
     assert procs_of(uid) == []
+
+
+# ---- trajectory downloads: streamed from the file, never held in memory ------------------------
+
+def _vm_kib(pid, field):
+    """A Vm* line of /proc/PID/status, in KiB."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise AssertionError(f"no {field} in /proc/{pid}/status")
+
+
+def _reset_peak_rss(pid):
+    """Resets VmHWM to the current RSS (Linux >= 4.0; root). False when it cannot."""
+    try:
+        with open(f"/proc/{pid}/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _grow_trajectory(c, ep, target_bytes):
+    """Steps of 16 Writes of ~240 KiB each (under the 4 MiB body cap) until the trajectory holds
+    target_bytes: the trajectory records every action's content, the workspace keeps one file."""
+    content = "K" * (240 << 10)
+    turn = [{"tool": "Write", "args": {"file_path": "big.txt", "content": content}}] * 16
+    for _ in range(target_bytes // (16 * len(content)) + 1):
+        out = c.step(ep, actions=turn)
+        assert not any(o["is_error"] for o in out["observations"]), out["observations"][0]
+
+
+def _raw_get(port, path):
+    """A socket with a GET sent and its response head read: (socket, status, headers, first
+    body bytes). The rest of the body is left unread in the kernel, so the server must hold the
+    response until the client reads on."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=60)
+    s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        chunk = s.recv(65536)
+        assert chunk, f"the connection closed in the response head: {buf!r}"
+        buf += chunk
+    head, rest = buf.split(b"\r\n\r\n", 1)
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    headers = {k.strip().lower(): v.strip() for k, v in (ln.split(":", 1) for ln in lines[1:])}
+    return s, status, headers, rest
+
+
+def _read_body(s, have, length):
+    parts, n = [have], len(have)
+    while n < length:
+        chunk = s.recv(1 << 20)
+        assert chunk, f"the connection closed after {n} of {length} body bytes"
+        parts.append(chunk)
+        n += len(chunk)
+    s.close()
+    return b"".join(parts)
+
+
+def test_trajectory_download_is_streamed_not_buffered(launch):
+    """Concurrent GETs of a large trajectory send the file's exact bytes without the server
+    loading it: a server that reads it into memory (and copies it again for the response)
+    holds size x clients while slow clients read."""
+    s = launch(name="traj-stream")
+    c = s.client(timeout=120)
+    ep = c.create("fixture/alpha")["episode_id"]
+    _grow_trajectory(c, ep, 40 << 20)
+    path = s.state_dir / "episodes" / ep / "trajectory.jsonl"
+    disk = path.read_bytes()
+    size = len(disk)
+    assert size >= 40 << 20, size
+    pid = s.proc.pid
+    clients = 4
+    rss_before = _vm_kib(pid, "VmRSS")
+    if not _reset_peak_rss(pid):
+        rss_before = _vm_kib(pid, "VmHWM")  # growth measured above the steps' own peak
+
+    # Every client has its response head (the server has built the response) before any reads
+    # the body: the responses are in flight together.
+    conns = [_raw_get(s.port, f"/v1/episodes/{ep}/trajectory") for _ in range(clients)]
+    time.sleep(0.5)
+    peak_during = _vm_kib(pid, "VmHWM")
+    bodies = []
+    for sock, status, headers, first in conns:
+        assert status == 200, (status, first[:300])
+        assert headers["content-type"] == "application/x-ndjson", headers
+        assert int(headers["content-length"]) == size, headers
+        bodies.append(_read_body(sock, first, size))
+    for body in bodies:
+        assert len(body) == size and body == disk
+    growth = (max(peak_during, _vm_kib(pid, "VmHWM")) - rss_before) << 10
+    # buffered: >= clients x size (plus a second copy while each response is built)
+    assert growth < size // 2, \
+        f"the server's RSS grew by {growth >> 20} MiB serving {clients} x {size >> 20} MiB"
+
+    # The keep-alive client still works after a streamed response, and gets the same bytes.
+    r = c.get(f"/v1/episodes/{ep}/trajectory")
+    assert r.status == 200 and r.body == disk
+    assert r.header("content-type") == "application/x-ndjson"
+    assert c.get(f"/v1/episodes/{ep}").status == 200
+    c.close()
+
+
+def test_trajectory_download_during_steps_has_whole_lines(launch):
+    """A GET while steps append sends the trajectory as of the moment it was opened, whole lines
+    only: each download is a prefix of the final file ending at a line's end."""
+    s = launch(name="traj-live")
+    c = s.client(timeout=120)
+    ep = c.create("fixture/alpha")["episode_id"]
+    done = threading.Event()
+    failure = []
+
+    def writer():
+        cc = s.client(timeout=120)
+        try:
+            content = "L" * (1 << 20)  # one megabyte-sized line per step: appends take a while
+            for i in range(12):
+                cc.step(ep, actions=[{"tool": "Write", "args": {"file_path": f"w{i % 2}.txt",
+                                                                 "content": content}}] * 3)
+        except Exception as e:  # noqa: BLE001 - reported below
+            failure.append(e)
+        finally:
+            done.set()
+            cc.close()
+
+    t = threading.Thread(target=writer)
+    t.start()
+    downloads = []
+    while not done.is_set():
+        r = c.get(f"/v1/episodes/{ep}/trajectory")
+        assert r.status == 200, r
+        downloads.append(r.body)
+    t.join(60)
+    assert not failure, failure
+    final = (s.state_dir / "episodes" / ep / "trajectory.jsonl").read_bytes()
+    assert c.get(f"/v1/episodes/{ep}/trajectory").body == final
+    assert len(downloads) >= 2
+    for body in downloads:
+        assert body.endswith(b"\n") and final.startswith(body), (len(body), body[-80:])
+        for line in body.splitlines():
+            json.loads(line)
+    c.close()
+
