@@ -263,6 +263,14 @@ int sandbox_build_argv(const sandbox *s, const sandbox_cmd *cmd, const sbx_cgrou
         out->argv[n++] = "--cgroup-procs";
         out->argv[n++] = out->procs[i];
     }
+    if (cmd->timeout_ms > 0) {
+        /* the launcher's own limit, for when the server is not there to enforce it: later
+         * than the server's, so that a live server's timeout is the one reported */
+        long long wall = (long long)cmd->timeout_ms + cmd->kill_grace_ms + 10000;
+        snprintf(out->wall, sizeof out->wall, "%lld", wall);
+        out->argv[n++] = "--wall-ms";
+        out->argv[n++] = out->wall;
+    }
     if (cmd->max_file_bytes) {
         snprintf(out->fsize, sizeof out->fsize, "%llu", (unsigned long long)cmd->max_file_bytes);
         out->argv[n++] = "--fsize";

@@ -96,6 +96,7 @@ typedef struct sandbox_argv {
     char vars[4][SBX_PATH_MAX + 32];
     char path_env[SBX_PATH_MAX + 128];
     char fsize[24];
+    char wall[24];
 } sandbox_argv;
 int sandbox_build_argv(const sandbox *s, const sandbox_cmd *cmd, const sbx_cgroup *cg,
                        sandbox_argv *out);
