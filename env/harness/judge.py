@@ -440,7 +440,7 @@ class Judge:
             record = i == 0 and self.job.get("record_ops", True)
             ok, stats, got, want, reply = self.check_call(ch, w, x, f"check {i + 1}", record=record,
                                                          want=y0 if i == 0 else None)
-            if i == 0:
+            if record:
                 self.check_ops(reply.get("ops"))
             self.components["checks"].append(stats)
             if not ok:
@@ -457,8 +457,8 @@ class Judge:
             self.probe(ch)
 
     def check_ops(self, ops, key="ops_seen"):
-        if ops is None:
-            return
+        if ops is None:  # asked for, not given: the runner was tampered with, or is broken
+            raise CandidateFailed("RUNTIME_ERROR", "the runner returned no op record for a recorded call")
         if not isinstance(ops, list) or not all(isinstance(o, str) for o in ops):
             raise CandidateFailed("RUNTIME_ERROR", "the runner's op record is not a list of names")
         bad = sorted(set(ops) - ALLOWED_OPS)
@@ -502,16 +502,10 @@ class Judge:
             raise CandidateFailed("INCORRECT", f"the mixed-sign probe failed: {stats['why']}")
 
     # -- timing --
-    def hidden_calls(self, warm, min_reps):
-        """Where the candidate's timing loop hides two untimed calls, drawn from the OS's
-        randomness (not the job's seed): an audit (the task's own input distribution, the
-        dispatch-mode op record on) and the mixed-sign probe. A candidate that computes honestly
-        only in its first calls (the checks) and answers from a shortcut once timing starts meets
-        both where it cannot count on them."""
-        if min_reps < 3:
-            return None, None
-        audit, probe = random.SystemRandom().sample(range(warm, warm + min_reps), 2)
-        return audit, (probe if self.job.get("probe", True) else None)
+    # Hidden calls among the candidate's timed ones: after any timed call, with these odds,
+    # and once each after the last, so that no call index is safe to cheat at (red team C:
+    # hidden calls drawn from the first min_reps only were beaten by counting past them).
+    AUDIT_ODDS, PROBE_ODDS = 0.1, 0.05
 
     def timed(self, ch, check_calls=None):
         """Times calls on fresh inputs, each output checked (or only the first check_calls: the
@@ -528,16 +522,17 @@ class Judge:
         budget = float(t.get("budget_s", 2.0))
         wall_cap = float(t.get("wall_cap_s", 20.0))
         candidate = check_calls is None
-        audit_at, probe_at = self.hidden_calls(warm, min_reps) if candidate else (None, None)
+        dice = random.SystemRandom()  # not the job's seed: nothing the candidate can predict
+        if candidate:
+            # a few more warm-up calls and a shorter loop, at random: a call's index tells
+            # nothing of its role, nor where the loop ends
+            warm += dice.randint(0, 3)
+            max_reps = max(min_reps, max_reps - dice.randint(0, max_reps // 4))
         track = {"diffs": [], "norms": [], "errs": [], "prev": None}
         samples, spent, i, t0 = [], 0.0, 0, time.monotonic()
         self.reported_device_ms = []
         loop = LoopClock()  # where the loop's wall time goes, reported per runner
         while i < warm + max_reps:
-            if i in (audit_at, probe_at):
-                self.hidden_call(ch, i, audit=i == audit_at, track=track)
-                i += 1
-                continue
             loop.calls += 1
             x = self.fresh_inputs()
             loop.lap("inputs")
@@ -570,9 +565,16 @@ class Judge:
                 # them through shared memory) the wall-clock cap is spent
                 if len(samples) >= min_reps and (spent > budget or time.monotonic() - t0 > wall_cap):
                     break
+            if candidate and dice.random() < self.AUDIT_ODDS:
+                self.hidden_call(ch, i, audit=True, track=track)
+            if candidate and self.job.get("probe", True) and dice.random() < self.PROBE_ODDS:
+                self.hidden_call(ch, i, audit=False, track=track)
             i += 1
         self.components.setdefault("timing_loop_ms", {})[ch.what] = loop.report()
         if candidate:
+            self.hidden_call(ch, i, audit=True, track=track)  # after the last: always one of each
+            if self.job.get("probe", True):
+                self.hidden_call(ch, i + 1, audit=False, track=track)
             self.tracking(track["diffs"], track["norms"], track["errs"], where="timed")
         return samples
 
@@ -593,7 +595,8 @@ class Judge:
         if not audit and not all(bool(self.torch.isfinite(t).all()) for t in want if t.is_floating_point()):
             return
         self.stage(ch, x)
-        reply = ch.call({"op": "run", "seq": seq, "record_ops": audit})
+        record = audit and self.job.get("record_ops", True)
+        reply = ch.call({"op": "run", "seq": seq, "record_ops": record})
         ch.call({"op": "fetch", "seq": seq})
         got = self.read_outputs()
         label = "audit call among the timed ones" if audit else "probe among the timed calls (mixed-sign inputs)"
@@ -601,8 +604,9 @@ class Judge:
         self.components["checks"].append(stats)
         if not ok:
             raise CandidateFailed("INCORRECT", f"the {label} returned a wrong output: {stats['why']}")
-        if audit:
+        if record:
             self.check_ops(reply.get("ops"), key="ops_seen_audit")
+        if audit:
             self.track_call(track, got, want)
 
     def ping_overhead(self, ch):

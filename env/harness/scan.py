@@ -87,6 +87,12 @@ def scan_dir(root):
 
 
 # ---- Python ---------------------------------------------------------------------------------
+# Modules that torch's own modules import, reachable as their attributes (torch.hub.sys).
+MODULES_REACHED_THROUGH_TORCH = {"hub", "sys", "os", "builtins", "importlib", "serialization", "multiprocessing",
+                                 "overrides", "package", "distributed", "inspect", "types", "functools", "ctypes",
+                                 "gc", "weakref", "threading", "subprocess", "pickle", "io", "warnings"}
+
+
 class PyScan(ast.NodeVisitor):
     def __init__(self, fname):
         self.fname = fname
@@ -96,6 +102,7 @@ class PyScan(ast.NodeVisitor):
         self.defined = set()
         self.classes = {}
         self.extension_functions = set()  # the functions load_inline binds (built by Compile)
+        self.tensor_methods = tensor_compute_methods() | METHODS_ALLOWED
         self.depth = 0        # function nesting
         self.class_depth = 0  # class nesting
 
@@ -153,6 +160,12 @@ class PyScan(ast.NodeVisitor):
         if len(full) > 1 and full[0] == "torch" and full[1] in bad_anywhere and full[1:3] != ["cuda", "is_available"]:
             self.bad(node, f"'{'.'.join(full)}' is not allowed")
             return
+        # anywhere in the chain, __init__ included: a private name (torch._tensor._C reaches the
+        # dispatcher) or a module torch happens to import (torch.hub.sys.modules, red team C)
+        reach = [p for p in full[1:] if p.startswith("_") or p in MODULES_REACHED_THROUGH_TORCH]
+        if full[0] == "torch" and reach:
+            self.bad(node, f"'{'.'.join(full)}' reaches '{reach[0]}' through torch: not allowed")
+            return
         if self.in_init:
             return
         if full[0] == "torch" and len(full) > 1:
@@ -165,7 +178,23 @@ class PyScan(ast.NodeVisitor):
     def visit_Assign(self, node):
         for t in node.targets:
             self.check_target(t)
+            self.check_stored(t, node.value)
         self.generic_visit(node)
+
+    def check_stored(self, t, value):
+        """What goes on self: never a method's name (an attribute shadows the method the scan
+        read), never a module or an uncalled torch function (called later as self.x(...), it
+        would look like a method call; red team C stored torch.softmax this way)."""
+        chain = attr_chain(t) if isinstance(t, ast.Attribute) else None
+        if not chain or chain[0] != "self" or len(chain) != 2:
+            return
+        if any(chain[1] in methods for methods in self.classes.values()):
+            self.bad(t, f"'self.{chain[1]} = ...' hides the method of that name")
+        vchain = attr_chain(value) if isinstance(value, (ast.Attribute, ast.Name)) else None
+        root = self.modules.get(vchain[0]) if vchain else None
+        if root and (len(vchain) == 1 or vchain[-1] not in TORCH_ALLOWED_IN_FORWARD):
+            self.bad(t, f"'self.{chain[1]} = {'.'.join(vchain)}' keeps a module or a torch function on self "
+                        f"(allocate in __init__, call your cuda_extension kernels in forward)")
 
     def visit_AugAssign(self, node):
         self.check_target(node.target)
@@ -236,7 +265,9 @@ class PyScan(ast.NodeVisitor):
                 self.bad(node, f"'self.{chain[1]}(...)' calls a submodule or attribute: nn layers compute "
                                f"with PyTorch (call your cuda_extension kernels instead)")
             return
-        if f.attr not in METHODS_ALLOWED and f.attr not in self.extension_functions:
+        # a load_inline function named like a tensor method would let x.softmax() through
+        bound = f.attr in self.extension_functions and f.attr not in self.tensor_methods
+        if f.attr not in METHODS_ALLOWED and not bound:
             self.bad(node, f"method '.{f.attr}()' computes with PyTorch (allowed on tensors: views, metadata, "
                            f"allocation)")
 
@@ -318,12 +349,28 @@ _PY_CALLBACK = re.compile(
     r"|\.\s*attr\s*\(|\bstd\s*::\s*function\b")
 
 
+# The dispatcher's own state: what decides whether the judge's op record sees a call (red team C
+# blinded it with tls_set_dispatch_key_excluded(DispatchKey::Python), and read whether it was on
+# from TorchDispatchModeTLS). Kernels and bindings never need it.
+_DISPATCH_STATE = re.compile(
+    r"\b(?:DispatchKey\w*|\w*DispatchKeyGuard|\w*DispatchModeTLS|PythonDispatcherTLS|"
+    r"PythonTorchFunctionTLS|tls_\w*dispatch\w*|raw_local_dispatch_key_set)\b"
+    r"|\b(?:c10|at)\s*::\s*impl\b")
+
+
 def scan_cpp(src, fname, methods):
     out = []
     code = strip_cpp(src)
     lines = code.split("\n")
     raw_lines = src.split("\n")
     for no, line in enumerate(lines, 1):
+        m = _DISPATCH_STATE.search(line)
+        if m:
+            out.append(f"{fname}:{no}: '{m.group(0).strip()}' reaches the dispatcher's own state (what "
+                       f"records and routes PyTorch calls); kernels and bindings have no use for it")
+        if "##" in line:
+            out.append(f"{fname}:{no}: '##' pastes identifiers together, which hides from this scan what "
+                       f"the code calls; write names out")
         m = _PY_CALLBACK.search(line)
         if m:
             out.append(f"{fname}:{no}: '{m.group(0).strip()}' calls back into Python (PyTorch compute by another "
@@ -366,6 +413,10 @@ _CUDA_FN = re.compile(r"\bat::cuda::(\w+)")
 _CUDA_FN_OK = re.compile(r"^(getCurrent\w+|get\w*Handle\w*|getDeviceProperties|getStreamFromPool|"
                          r"setCurrent\w+|device_synchronize|CUDA\w*|\w*Guard\w*|warp_size)$")
 _DYNAMIC = re.compile(r"\b(c10::Dispatcher::|c10::OperatorHandle|dlsym\b|dlopen\b|dlvsym\b)")
+# the dispatcher's thread-local state, read or changed (honest modules import only
+# c10::impl::ExcludeDispatchKeyGuard and c10::impl::GPUTrace from c10::impl, through torch's headers)
+_DISPATCH_TLS = re.compile(r"\bc10::impl::(TorchDispatchModeTLS|PythonDispatcherTLS|PythonTorchFunctionTLS|"
+                           r"tls_\w+|raw_local_dispatch_key_set|_force_tls_local_dispatch_key_set)")
 
 
 def op_allowed(op):
@@ -419,6 +470,8 @@ def scan_extension(so_path, nm="nm"):
         for m in _CUDA_FN.finditer(line):
             if not _CUDA_FN_OK.match(m.group(1)):
                 bad.add(f"at::cuda::{m.group(1)} (an ATen CUDA kernel called directly)")
+        for m in _DISPATCH_TLS.finditer(line):
+            bad.add(f"c10::impl::{m.group(1)} (the dispatcher's state, which decides what the op record sees)")
         if _DYNAMIC.search(line):
             bad.add(f"{_DYNAMIC.search(line).group(1).rstrip(':')} (looking operators or symbols up at run time)")
     return [f"cuda_extension: calls {b}" for b in sorted(bad)]

@@ -60,6 +60,39 @@ def test_forward_compute_is_refused(body, word):
     assert found and any(word in v for v in found), found
 
 
+def init(lines):
+    """CLEAN with lines added at the end of __init__."""
+    return scan.scan_python(CLEAN.replace("        self.lin = nn.Linear(dim, dim)\n",
+                                          "        self.lin = nn.Linear(dim, dim)\n" + lines + "\n"), "model_new.py")
+
+
+@pytest.mark.parametrize("lines,word", [
+    # red team C: the dispatcher's stack through torch's private modules, in __init__
+    ("        self.pop = torch._tensor._C._pop_torch_dispatch_stack", "_tensor"),
+    ("        pd = torch.hub.sys.modules['torch.utils._python_dispatch']", "hub"),
+    ("        self.k = torch.softmax", "torch function"),
+    ("        self.t = torch", "module"),
+    ("        self.forward = self.lin", "hides the method"),
+])
+def test_init_bypasses_are_refused(lines, word):
+    found = init(lines)
+    assert found and any(word in v for v in found), found
+
+
+def test_init_keeps_allowed_values():
+    assert init("        self.dtype = torch.float32\n        self.calls = 0") == []
+
+
+def test_load_inline_function_named_like_a_tensor_method_is_refused():
+    src = ("from torch.utils.cpp_extension import load_inline\n" + CLEAN.replace(
+        "        cuda_extension.fused(x.contiguous().view(-1), self.weight, out, n)\n",
+        "        out = x.softmax(1)\n        out = ext.fused(x)\n") +
+        "ext = load_inline(name='e', cpp_sources='', cuda_sources='', functions=['softmax', 'fused'])\n")
+    found = scan.scan_python(src, "model_new.py")
+    assert any(".softmax()" in v for v in found), found
+    assert not any(".fused()" in v for v in found), found
+
+
 @pytest.mark.parametrize("line", ["import os", "import sys", "import gc", "import ctypes", "import threading",
                                   "import torch.nn.functional as F", "from torch import relu", "import triton",
                                   "from torch.utils.cpp_extension import load", "import model",
@@ -117,7 +150,12 @@ def test_cpp_compute_is_refused(line):
                                   'PyObject *f = PyDict_GetItemString(d, "mul");',
                                   "PyObject *d = PyModule_GetDict(m);",
                                   "PyObject *r = Py_TYPE(f)->tp_call(f, args, nullptr);",
-                                  "PyObject *t = THPVariable_Wrap(a);"])
+                                  "PyObject *t = THPVariable_Wrap(a);",
+                                  # red team C: blinding or reading the op record from C++
+                                  "c10::impl::tls_set_dispatch_key_excluded(c10::DispatchKey::Python, true);",
+                                  "bool on = c10::impl::TorchDispatchModeTLS::stack_len() > 0;",
+                                  "c10::impl::ExcludeDispatchKeyGuard g(c10::DispatchKeySet(k));",
+                                  "#define CAT(a, b) a##b"])
 def test_cpp_calling_python_is_refused(line):
     src = CPP_CLEAN.replace("    return out;", "    " + line + "\n    return out;")
     assert scan.scan_cpp(src, "kernels/f_binding.cpp", scan.tensor_compute_methods()), line
@@ -145,7 +183,10 @@ HONEST_IMPORTS = ["at::_ops::empty_like::call(at::Tensor const&, std::optional<c
                   "at::_ops::empty_memory_format::call(c10::ArrayRef<c10::SymInt>)",
                   "at::_ops::view::call(at::Tensor const&, c10::ArrayRef<c10::SymInt>)",
                   "c10::cuda::getCurrentCUDAStream(signed char)", "THPVariable_Wrap(at::TensorBase const&)",
-                  "at::cuda::getCurrentCUDABlasHandle()", "cudaLaunchKernel"]
+                  "at::cuda::getCurrentCUDABlasHandle()", "cudaLaunchKernel",
+                  # what torch's headers bring into an honest GPU module (bundled solutions, nvcc 13)
+                  "c10::impl::ExcludeDispatchKeyGuard::ExcludeDispatchKeyGuard(c10::DispatchKeySet)",
+                  "c10::impl::GPUTrace::haveState", "c10::impl::GPUTrace::gpuTraceState"]
 
 
 def test_extension_imports_of_an_honest_module_pass(open_dir):
@@ -172,6 +213,9 @@ def test_nm_runs_unprivileged(open_dir):
     ("at::cuda::mul(at::Tensor const&, at::Tensor const&)", "at::cuda::mul"),
     ("c10::Dispatcher::singleton()", "c10::Dispatcher"),
     ("dlsym", "dlsym"),
+    ("c10::impl::tls_set_dispatch_key_excluded(c10::DispatchKey, bool)", "tls_set_dispatch_key_excluded"),
+    ("c10::impl::TorchDispatchModeTLS::stack_len()", "TorchDispatchModeTLS"),
+    ("c10::impl::raw_local_dispatch_key_set", "raw_local_dispatch_key_set"),
 ])
 def test_extension_importing_aten_compute_is_refused(open_dir, symbol, word):
     found = scan.scan_extension("/dev/null", nm=fake_nm(open_dir, HONEST_IMPORTS + [symbol]))
