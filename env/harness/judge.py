@@ -516,7 +516,7 @@ class Judge:
         copy (a fixed, output-sized cost) stays out of the figure unless it takes longer than a
         trusted copy of the same bytes (work deferred past the first reply shows up there).
         For the candidate, every timed output must also track the reference across inputs, as
-        in the checks, and two untimed calls hide among the timed ones (hidden_calls)."""
+        in the checks, and untimed audit and probe calls hide among the timed ones (AUDIT_ODDS)."""
         t = self.job.get("timing", {})
         warm, min_reps, max_reps = int(t.get("warmup", 2)), int(t.get("min_reps", 10)), int(t.get("max_reps", 100))
         budget = float(t.get("budget_s", 2.0))

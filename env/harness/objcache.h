@@ -43,7 +43,7 @@ void objcache_added(objcache *c, uint64_t bytes);
 
 /* Counts the objects and removes the least recently used until they total at most
  * low_bytes; stale temporaries go too. Returns the total left, or UINT64_MAX when the
- * directory cannot be read. Used by objcache_added; exposed for the server's start and tests. */
+ * directory cannot be read. Used by objcache_added; exposed for tests. */
 uint64_t objcache_trim_to(objcache *c, uint64_t low_bytes);
 
 /* {bytes (null until counted), max_bytes (null: no cap), trims, evicted_files, evicted_bytes}

@@ -44,8 +44,6 @@ static int stage_inline(const tool_env *env, const fs_file *model, char *dir, si
     ws_remove_tree(dir); /* a crash's leftover */
     if (mkdir(dir, 0755) != 0)
         return -1;
-    char script[PATH_MAX + 16];
-    snprintf(script, sizeof script, "%s/inline.py", env->eval->harness_dir);
     fs_file s = {0};
     int dir_fd = open(env->eval->harness_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     bool ok = dir_fd >= 0 && fs_load(dir_fd, "inline.py", 1u << 20, &s) == 0 &&
