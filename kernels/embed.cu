@@ -4,11 +4,14 @@
 #include <stdint.h>
 
 #include "kernels/kernels.h"
+#include "kernels/launch.cuh"
 
 /* one block per token; vec = 1 copies 8 bf16 at a time (hidden % 8 == 0, aligned buffers) */
 static __global__ void embed_fwd_kernel(__nv_bfloat16 *out, const __nv_bfloat16 *table,
                                         const int32_t *tokens, int hidden, int vocab, int vec)
 {
+    pdl_launch_dependents();
+    pdl_wait(); /* the tokens, or the stream rows, may come from the kernel before */
     const int t = blockIdx.x;
     const int tok = tokens[t];
     __nv_bfloat16 *dst = out + (size_t)t * hidden;
@@ -60,9 +63,8 @@ cudaError_t kg_embed_forward(kg_bf16 *out, const kg_bf16 *table, const int32_t *
         return cudaErrorInvalidValue;
     const int vec = hidden % 8 == 0 && ((uintptr_t)out % 16 == 0) && ((uintptr_t)table % 16 == 0);
     const int work = vec ? hidden / 8 : hidden;
-    embed_fwd_kernel<<<T, embed_threads(work), 0, s>>>(
-        (__nv_bfloat16 *)out, (const __nv_bfloat16 *)table, tokens, hidden, vocab, vec);
-    return cudaGetLastError();
+    return kg_launch(embed_fwd_kernel, T, embed_threads(work), 0, s, (__nv_bfloat16 *)out,
+                     (const __nv_bfloat16 *)table, tokens, hidden, vocab, vec);
 }
 
 cudaError_t kg_embed_backward(float *dtable, const kg_bf16 *dout, const int32_t *tokens, int T,

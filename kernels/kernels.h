@@ -271,6 +271,13 @@ cudaError_t kg_sample_probs(float *probs, const kg_bf16 *logits, int B, int ld, 
                             float temperature, int top_k, float top_p, void *workspace,
                             size_t workspace_bytes, cudaStream_t s);
 
+/* ---- launch.cu: programmatic dependent launch for the calling thread's next launches ----
+ * On (1): the launches of kg_embed_forward, kg_rmsnorm_forward, the small-M matmuls, the RoPE
+ * launchers and kg_decode_attention may start while the kernel before them still runs, and wait
+ * inside for it (launch.cuh says how). For a chain of small kernels such as a decode step; the
+ * results are the same bits either way. Off (0) by default. Returns the previous setting. */
+int kg_programmatic_launch(int on);
+
 #ifdef __cplusplus
 }
 #endif

@@ -44,6 +44,7 @@
 
 #include "kernels/bf16_pack.cuh"
 #include "kernels/kernels.h"
+#include "kernels/launch.cuh"
 
 /* one block per token t: copies its Hkv * hd values of k and v to [slot[t], pos[t]] */
 static __global__ void kv_write_kernel(__nv_bfloat16 *kc, __nv_bfloat16 *vc, const __nv_bfloat16 *k,
@@ -398,6 +399,8 @@ static __global__ void __launch_bounds__(DEC_HEAD_WARPS * 32, DEC_PARTIAL_MIN_BL
     /* the slices' states when slices > 1 (then at most DEC_SLICE_WARPS warps): acc, m at HD, l
      * at HD + 1; rows padded to a multiple of 16 bytes */
     __shared__ __align__(16) float stash[DEC_SLICE_WARPS][HD + 4];
+    pdl_launch_dependents();
+    pdl_wait(); /* q and the cache rows come from the kernels before */
     const int c = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
     int sl;
     const int len = dec_len(a, b, &sl), j0 = c * a.chunk;
@@ -447,6 +450,8 @@ template <int HD>
 static __global__ void __launch_bounds__(DEC_MERGE_WARPS * 32)
     decode_merge_kernel(__nv_bfloat16 *out, dec_args a)
 {
+    pdl_launch_dependents();
+    pdl_wait(); /* the partials come from the kernel before */
     const int bh = blockIdx.x, b = bh / a.Hq;
     __nv_bfloat16 *ob = out + (size_t)bh * HD;
     int sl;
@@ -506,13 +511,12 @@ template <int HD>
 static cudaError_t decode_launch(__nv_bfloat16 *out, dec_args a, int B, cudaStream_t s)
 {
     const dim3 grid(a.n_chunks, a.Hkv, B);
-    decode_partial_kernel<HD><<<grid, a.head_warps * a.slices * 32, 0, s>>>(a);
-    cudaError_t e = cudaGetLastError();
+    cudaError_t e =
+        kg_launch(decode_partial_kernel<HD>, grid, a.head_warps * a.slices * 32, 0, s, a);
     if (e != cudaSuccess || a.counters) /* merged by the partial kernel's last blocks */
         return e;
     const int merge_warps = a.n_chunks < DEC_MERGE_WARPS ? a.n_chunks : DEC_MERGE_WARPS;
-    decode_merge_kernel<HD><<<B * a.Hq, merge_warps * 32, 0, s>>>(out, a);
-    return cudaGetLastError();
+    return kg_launch(decode_merge_kernel<HD>, B * a.Hq, merge_warps * 32, 0, s, out, a);
 }
 
 extern "C" {

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "kernels/launch.cuh"
 #include "kernels/swiglu_math.cuh"
 
 struct kg_matmul_ctx {
@@ -147,21 +148,28 @@ static bool plan_make(lt_plan *p, const lt_operand *first, const lt_operand *sec
 
 /* ---- the small-M path: C[M, N] = X[M, K] W[N, K]^T (+ bias) (+ beta C), M <= 8 ----
  * The bound is reading W once, so the kernel is shaped for loads in flight, not for reuse: a
- * block owns SM_COLS output columns for all M rows and its threads split K between them in
- * 16-byte vectors (8 bf16), each thread issuing its weight loads before using any (x, M x K,
- * stays in L1/L2). A first version gave each warp two whole columns: 56 blocks for N = 896, too
- * few loads in flight (the down projection at M 1 took 18.5 us against 5.9 us now, H200).
+ * block owns COLS output columns for all M rows and its threads split K between them in
+ * 16-byte vectors (8 bf16). Each thread holds its next weight vectors in flight while it uses
+ * the current ones (x, M x K, stays in L1/L2), and its first ones are issued before pdl_wait:
+ * weights are never written by the kernels of a decode step, so under programmatic launch
+ * (launch.cuh) they stream in while the kernel before still runs. A first version gave each warp
+ * two whole columns: 56 blocks for N = 896, too few loads in flight (the down projection at M 1
+ * took 18.5 us against 5.9 us with a block per 4 columns, H200).
  * fp32 sums are reduced across the warp, then across the block's warps in shared memory, and
  * rounded once to bf16, like cuBLASLt's. The block size and the reduction order depend on K
- * only, never on M, so a row's result does not depend on its batch (the decode tests compare
- * batches bitwise).
+ * only, never on M or COLS, so a row's result does not depend on its batch (the decode tests
+ * compare batches bitwise).
+ *
+ * COLS is 4, or 8 for products of very many columns (the LM head: 151,936 columns of K 896 gave
+ * 37,984 blocks of one vector per thread each, 76.5 us at M 1 against the 57 us bound; H200).
  *
  * One launch can hold several products of the same X (the q, k and v projections: "parts", the
  * blocks of part 0 first), or the MLP's gate and up together with the SwiGLU (R = 2: a block
- * reads SM_COLS rows of both weights and writes gate, up and silu(gate) * up). Either gives the
+ * reads COLS rows of both weights and writes gate, up and silu(gate) * up). Either gives the
  * bits separate launches would: a column's sum does not depend on what else its block does. */
 #define SM_MAX_M 8
 #define SM_COLS 4
+#define SM_WIDE_COLS 8
 #define SM_MAX_WARPS 8
 #define SM_MAX_PARTS 3
 
@@ -187,9 +195,9 @@ static unsigned small_m_threads(int K)
     return 32 * (warps < 1 ? 1 : warps > SM_MAX_WARPS ? SM_MAX_WARPS : warps);
 }
 
-static __host__ __device__ int small_m_blocks(int N)
+static __host__ __device__ int small_m_blocks(int N, int cols)
 {
-    return (N + SM_COLS - 1) / SM_COLS;
+    return (N + cols - 1) / cols;
 }
 
 /* a 16-byte vector of 8 bf16 as floats */
@@ -205,12 +213,12 @@ static __device__ __forceinline__ void sm_unpack8(uint4 v, float *f)
 
 /* The part a block works on (R = 1: the blocks of part 0 come first, then 1's, ...) and the
  * block's index inside it. */
-static __device__ __forceinline__ int sm_block_part(const sm_args &a, int *b)
+template <int COLS> static __device__ __forceinline__ int sm_block_part(const sm_args &a, int *b)
 {
     int p = 0;
 #pragma unroll
     for (int q = 0; q + 1 < SM_MAX_PARTS; q++) { /* constant indices: no local copy */
-        const int nb = small_m_blocks(a.part[q].N);
+        const int nb = small_m_blocks(a.part[q].N, COLS);
         if (p == q && q + 1 < a.n_parts && *b >= nb)
             *b -= nb, p = q + 1;
     }
@@ -222,6 +230,20 @@ static __device__ __forceinline__ int sm_block_part(const sm_args &a, int *b)
 static __device__ __forceinline__ sm_part sm_part_at(const sm_args &a, int p)
 {
     return p == 0 ? a.part[0] : p == 1 ? a.part[1] : a.part[2];
+}
+
+/* The vectors k8 of the block's weight rows n0 .. n0 + COLS - 1 of each of its R parts (zeros
+ * past N). */
+template <int R, int COLS>
+static __device__ __forceinline__ void sm_load_w(uint4 (&w)[R][COLS], const sm_part (&P)[R], int n0,
+                                                 int N, int K, int k8)
+{
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int c = 0; c < COLS; c++)
+            w[r][c] = n0 + c < N ? __ldg((const uint4 *)(P[r].W + (size_t)(n0 + c) * K) + k8)
+                                 : make_uint4(0, 0, 0, 0);
 }
 
 /* Writes column n of row m of one part: + bias, + beta C, rounded to bf16; the rounded value. */
@@ -237,41 +259,42 @@ static __device__ __forceinline__ float sm_store(const sm_part &P, int m, int n,
     return __bfloat162float(r);
 }
 
-template <int M, int R>
+template <int M, int R, int COLS>
 static __global__ void __launch_bounds__(SM_MAX_WARPS * 32) small_m_kernel(sm_args a)
 {
-    __shared__ float partial[SM_MAX_WARPS][R * SM_COLS * M];
+    __shared__ float partial[SM_MAX_WARPS][R * COLS * M];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
     int b = (int)blockIdx.x;
-    const int p = R == 1 ? sm_block_part(a, &b) : 0;
+    const int p = R == 1 ? sm_block_part<COLS>(a, &b) : 0;
     sm_part P[R];
 #pragma unroll
     for (int r = 0; r < R; r++)
         P[r] = sm_part_at(a, p + r);
-    const int N = P[0].N, n0 = b * SM_COLS;
-    float acc[R][SM_COLS][M];
+    const int N = P[0].N, n0 = b * COLS;
+    const int K = a.K, K8 = K / 8, step = (int)blockDim.x;
+    int k8 = (int)threadIdx.x;
+    uint4 w[R][COLS];
+    if (k8 < K8) /* before the wait: no kernel of the step writes weights */
+        sm_load_w<R, COLS>(w, P, n0, N, K, k8);
+    pdl_launch_dependents();
+    pdl_wait(); /* X, and C when beta != 0, come from the kernels before */
+    float acc[R][COLS][M];
 #pragma unroll
     for (int r = 0; r < R; r++)
 #pragma unroll
-        for (int c = 0; c < SM_COLS; c++)
+        for (int c = 0; c < COLS; c++)
 #pragma unroll
             for (int m = 0; m < M; m++)
                 acc[r][c][m] = 0.f;
-    const int K = a.K, K8 = K / 8;
-    for (int k8 = threadIdx.x; k8 < K8; k8 += blockDim.x) {
-        uint4 w[R][SM_COLS];
+    for (; k8 < K8; k8 += step) {
+        float wf[R][COLS][8];
 #pragma unroll
         for (int r = 0; r < R; r++)
 #pragma unroll
-            for (int c = 0; c < SM_COLS; c++)
-                w[r][c] = n0 + c < N ? __ldg((const uint4 *)(P[r].W + (size_t)(n0 + c) * K) + k8)
-                                     : make_uint4(0, 0, 0, 0);
-        float wf[R][SM_COLS][8];
-#pragma unroll
-        for (int r = 0; r < R; r++)
-#pragma unroll
-            for (int c = 0; c < SM_COLS; c++)
+            for (int c = 0; c < COLS; c++)
                 sm_unpack8(w[r][c], wf[r][c]);
+        if (k8 + step < K8) /* the next vectors in flight while these are used */
+            sm_load_w<R, COLS>(w, P, n0, N, K, k8 + step);
 #pragma unroll
         for (int m = 0; m < M; m++) {
             float xf[8];
@@ -279,7 +302,7 @@ static __global__ void __launch_bounds__(SM_MAX_WARPS * 32) small_m_kernel(sm_ar
 #pragma unroll
             for (int r = 0; r < R; r++)
 #pragma unroll
-                for (int c = 0; c < SM_COLS; c++)
+                for (int c = 0; c < COLS; c++)
 #pragma unroll
                     for (int i = 0; i < 8; i++) /* in element order: the same sum for any M */
                         acc[r][c][m] = fmaf(wf[r][c][i], xf[i], acc[r][c][m]);
@@ -288,30 +311,32 @@ static __global__ void __launch_bounds__(SM_MAX_WARPS * 32) small_m_kernel(sm_ar
 #pragma unroll
     for (int r = 0; r < R; r++)
 #pragma unroll
-        for (int c = 0; c < SM_COLS; c++)
+        for (int c = 0; c < COLS; c++)
 #pragma unroll
             for (int m = 0; m < M; m++) {
 #pragma unroll
                 for (int o = 16; o > 0; o >>= 1)
                     acc[r][c][m] += __shfl_xor_sync(0xffffffffu, acc[r][c][m], o);
                 if (lane == 0)
-                    partial[warp][(r * SM_COLS + c) * M + m] = acc[r][c][m];
+                    partial[warp][(r * COLS + c) * M + m] = acc[r][c][m];
             }
     __syncthreads();
-    /* thread (c, m) sums the warps' partials in warp order and writes C[m, n0 + c] */
-    const int c = (int)threadIdx.x / M, m = (int)threadIdx.x % M, n = n0 + c;
-    if (c >= SM_COLS || n >= N)
-        return;
-    float v[R];
+    /* (c, m) sums the warps' partials in warp order and writes C[m, n0 + c] */
+    for (int i = (int)threadIdx.x; i < COLS * M; i += step) {
+        const int c = i / M, m = i % M, n = n0 + c;
+        if (n >= N)
+            continue;
+        float v[R];
 #pragma unroll
-    for (int r = 0; r < R; r++) {
-        float sum = 0.f;
-        for (int w = 0; w < warps; w++)
-            sum += partial[w][(r * SM_COLS + c) * M + m];
-        v[r] = sm_store(P[r], m, n, sum, a.beta);
+        for (int r = 0; r < R; r++) {
+            float sum = 0.f;
+            for (int w8 = 0; w8 < warps; w8++)
+                sum += partial[w8][(r * COLS + c) * M + m];
+            v[r] = sm_store(P[r], m, n, sum, a.beta);
+        }
+        if (R == 2) /* from the rounded gate and up, as kg_swiglu_forward reads them */
+            a.h[(size_t)m * N + n] = __float2bfloat16_rn(swiglu_value(v[0], v[R - 1]));
     }
-    if (R == 2) /* from the rounded gate and up, as kg_swiglu_forward reads them */
-        a.h[(size_t)m * N + n] = __float2bfloat16_rn(swiglu_value(v[0], v[R - 1]));
 }
 
 /* A product the small-M path takes: the small-M shape with 16-byte aligned rows. */
@@ -332,34 +357,64 @@ static bool small_m_enabled(void)
     return enabled;
 }
 
-template <int M, int R> static cudaError_t small_m_launch(const sm_args &a, cudaStream_t s)
+/* Blocks of COLS = 4 past which a one-weight product takes COLS = 8 at M <= 4 (the LM head;
+ * the largest other decode product, the down projection's 896 columns, is 224 blocks).
+ * KGYM_MATMUL_SM_COLS=4 or 8 forces one width, for measuring one against the other. */
+#define SM_WIDE_FROM_BLOCKS 8192
+
+static int small_m_cols(const sm_args &a, int M, int R)
+{
+    static const int forced = [] {
+        const char *v = getenv("KGYM_MATMUL_SM_COLS");
+        return v && strcmp(v, "8") == 0 ? SM_WIDE_COLS : v && strcmp(v, "4") == 0 ? SM_COLS : 0;
+    }();
+    if (R != 1 || M > 4)
+        return SM_COLS;
+    if (forced)
+        return forced;
+    int blocks = 0;
+    for (int p = 0; p < a.n_parts; p++)
+        blocks += small_m_blocks(a.part[p].N, SM_COLS);
+    return blocks >= SM_WIDE_FROM_BLOCKS ? SM_WIDE_COLS : SM_COLS;
+}
+
+template <int M, int R, int COLS>
+static cudaError_t small_m_launch(const sm_args &a, cudaStream_t s)
 {
     unsigned blocks = 0;
     for (int p = 0; p < (R == 2 ? 1 : a.n_parts); p++)
-        blocks += (unsigned)small_m_blocks(a.part[p].N);
-    small_m_kernel<M, R><<<blocks, small_m_threads(a.K), 0, s>>>(a);
-    return cudaGetLastError();
+        blocks += (unsigned)small_m_blocks(a.part[p].N, COLS);
+    return kg_launch(small_m_kernel<M, R, COLS>, blocks, small_m_threads(a.K), 0, s, a);
+}
+
+/* M <= 4 of one weight may take the wide blocks (small_m_cols) */
+template <int M, int R> static cudaError_t small_m_launch_any(const sm_args &a, cudaStream_t s)
+{
+    if constexpr (R == 1 && M <= 4)
+        if (small_m_cols(a, M, R) == SM_WIDE_COLS)
+            return small_m_launch<M, R, SM_WIDE_COLS>(a, s);
+    return small_m_launch<M, R, SM_COLS>(a, s);
 }
 
 template <int R> static cudaError_t small_m_run(const sm_args &a, int M, cudaStream_t s)
 {
     switch (M) {
     case 1:
-        return small_m_launch<1, R>(a, s);
+        return small_m_launch_any<1, R>(a, s);
     case 2:
-        return small_m_launch<2, R>(a, s);
+        return small_m_launch_any<2, R>(a, s);
     case 3:
-        return small_m_launch<3, R>(a, s);
+        return small_m_launch_any<3, R>(a, s);
     case 4:
-        return small_m_launch<4, R>(a, s);
+        return small_m_launch_any<4, R>(a, s);
     case 5:
-        return small_m_launch<5, R>(a, s);
+        return small_m_launch_any<5, R>(a, s);
     case 6:
-        return small_m_launch<6, R>(a, s);
+        return small_m_launch_any<6, R>(a, s);
     case 7:
-        return small_m_launch<7, R>(a, s);
+        return small_m_launch_any<7, R>(a, s);
     default:
-        return small_m_launch<8, R>(a, s);
+        return small_m_launch_any<8, R>(a, s);
     }
 }
 

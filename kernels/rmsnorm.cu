@@ -18,6 +18,7 @@
 
 #include "kernels/bf16_pack.cuh"
 #include "kernels/kernels.h"
+#include "kernels/launch.cuh"
 
 typedef __nv_bfloat16 bf16;
 
@@ -89,6 +90,8 @@ static __global__ void rmsnorm_forward_kernel(bf16 *y, float *rstd, const bf16 *
                                               int n, float eps)
 {
     __shared__ float red[32];
+    pdl_launch_dependents();
+    pdl_wait(); /* x comes from the kernel before */
     size_t off = (size_t)blockIdx.x * (size_t)n;
     int nv = n / V;
 
@@ -211,12 +214,10 @@ cudaError_t kg_rmsnorm_forward(kg_bf16 *y, float *rstd, const kg_bf16 *x, const 
     const bf16 *xb = (const bf16 *)x, *wb = (const bf16 *)w;
     if (n % RMS_VEC == 0 && aligned16(y) && aligned16(x) && aligned16(w)) {
         int threads = row_threads(n / RMS_VEC);
-        rmsnorm_forward_kernel<RMS_VEC><<<T, threads, 0, s>>>(yb, rstd, xb, wb, n, eps);
-    } else {
-        int threads = row_threads(n);
-        rmsnorm_forward_kernel<1><<<T, threads, 0, s>>>(yb, rstd, xb, wb, n, eps);
+        return kg_launch(rmsnorm_forward_kernel<RMS_VEC>, T, threads, 0, s, yb, rstd, xb, wb, n,
+                         eps);
     }
-    return cudaGetLastError();
+    return kg_launch(rmsnorm_forward_kernel<1>, T, row_threads(n), 0, s, yb, rstd, xb, wb, n, eps);
 }
 
 cudaError_t kg_rmsnorm_backward(kg_bf16 *dx, float *dw, const kg_bf16 *dy, const kg_bf16 *x,

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "kernels/kernels.h"
+#include "kernels/launch.cuh"
 
 typedef __nv_bfloat16 bf16;
 
@@ -82,6 +83,8 @@ static __global__ void rope_kernel(rope_tensor first, rope_tensor second, rope_c
                                    const int32_t *pos, const float *inv_freq, int T, int hd,
                                    float sgn)
 {
+    pdl_launch_dependents();
+    pdl_wait(); /* q, k, v and the positions come from the kernels before */
     const int band_y = (int)blockIdx.y;
     const bool in_first = band_y < first.groups;
     const bool in_v = band_y >= first.groups + second.groups; /* only with a cache */
@@ -159,9 +162,8 @@ static cudaError_t rope_launch(kg_bf16 *q, kg_bf16 *k, const int32_t *pos, const
     if (blocks > 0x7fffffffu)
         return cudaErrorInvalidValue;
     dim3 grid((unsigned)blocks, (unsigned)(first.groups + second.groups + v_groups));
-    rope_kernel<<<grid, ROPE_THREADS, 0, s>>>(first, second, cache, pos, inv_freq, T, hd,
-                                              (float)sign);
-    return cudaGetLastError();
+    return kg_launch(rope_kernel, grid, ROPE_THREADS, 0, s, first, second, cache, pos, inv_freq, T,
+                     hd, (float)sign);
 }
 
 extern "C" {

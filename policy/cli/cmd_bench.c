@@ -41,7 +41,8 @@ static const char BENCH_HELP[] =
     "usage: kgym-policy bench [--shape qwen2.5-0.5b | --model DIR] [--seed S]\n"
     "                         [--train-batch B] [--seq T] [--steps N] [--recompute]\n"
     "                         [--decode-batches LIST] [--prompt P] [--new N] [--no-graphs]\n"
-    "                         [--skip-train] [--skip-decode] [--peak-tflops X] [--json FILE]\n"
+    "                         [--no-pdl] [--skip-train] [--skip-decode] [--peak-tflops X] [--json "
+    "FILE]\n"
     "\n"
     "The GPU policy's speed (kgym-policy-cuda only; the CPU build refuses with exit 1).\n"
     "\n"
@@ -73,6 +74,8 @@ static const char BENCH_HELP[] =
     "  --new N             new tokens per sequence, >= 2 (default 256)\n"
     "  --no-graphs         decode steps launched kernel by kernel, not replayed as CUDA\n"
     "                      graphs (the decoder's default; --graphs says it)\n"
+    "  --no-pdl            a step's kernels launched one after the other, without\n"
+    "                      programmatic dependent launch (the decoder's default)\n"
     "  --skip-train        no training measurement\n"
     "  --skip-decode       no decoding measurement\n"
     "  --peak-tflops X     the MFU's peak (default 790: the H200's measured bf16 rate)\n"
@@ -87,7 +90,7 @@ typedef struct bench_args {
     int decode_batches[MAX_DECODE_BATCHES];
     int n_decode_batches;
     double peak_tflops;
-    bool recompute, graphs, no_graphs, skip_train, skip_decode;
+    bool recompute, graphs, no_graphs, no_pdl, skip_train, skip_decode;
 } bench_args;
 
 /* "1,64": counts in [1, MAX_APPEND_TOKENS] (the decoder's slots must fit one append). */
@@ -172,6 +175,7 @@ static int parse_bench_args(int argc, char **argv, bench_args *a)
                         {"--new", true, &r.new_tokens, NULL},
                         {"--graphs", false, NULL, &a->graphs},
                         {"--no-graphs", false, NULL, &a->no_graphs},
+                        {"--no-pdl", false, NULL, &a->no_pdl},
                         {"--skip-train", false, NULL, &a->skip_train},
                         {"--skip-decode", false, NULL, &a->skip_decode},
                         {"--peak-tflops", true, &r.peak, NULL},
@@ -473,8 +477,10 @@ static int decode_one(pol_gpu *g, const bench_args *a, int Bd, int vocab, decode
     double warm_ms = 0;
     res->batch = Bd;
     int rc = pol_gpu_dec_create(&d, g, Bd, P + N + 1, max_tokens, err, ERRCAP);
-    if (rc == 0)
+    if (rc == 0) {
         pol_gpu_dec_set_graphs(d, a->graphs);
+        pol_gpu_dec_set_pdl(d, !a->no_pdl);
+    }
     /* the warm-up's two decode steps also capture the step's graph (unless --no-graphs) */
     if (rc == 0)
         rc = timed_generate(d, prompts, Bd, P, 3, &warm_ms, err);
@@ -559,8 +565,9 @@ static void print_report(const bench_args *a, const bench_report *r)
     }
     for (int i = 0; r->decoded && i < a->n_decode_batches; i++) {
         const decode_result *d = &r->decode[i];
-        printf("decode batch %d%s: %s tokens/s (prefill %s tokens/s, end to end %s tokens/s)\n",
-               d->batch, a->graphs ? " (graphs)" : " (no graphs)",
+        printf("decode batch %d (%s, %s): %s tokens/s (prefill %s tokens/s, end to end %s "
+               "tokens/s)\n",
+               d->batch, a->graphs ? "graphs" : "no graphs", a->no_pdl ? "no pdl" : "pdl",
                grouped(d->tokens_per_s, b1, sizeof b1),
                grouped(d->prefill_tokens_per_s, b2, sizeof b2),
                grouped(d->e2e_tokens_per_s, b3, sizeof b3));
@@ -588,13 +595,14 @@ static json_t *decode_json(const bench_args *a, const bench_report *r)
     for (int i = 0; arr && i < a->n_decode_batches; i++) {
         const decode_result *d = &r->decode[i];
         json_array_append_new(
-            arr, json_pack(
-                     "{s:i, s:I, s:I, s:b, s:I, s:I, s:f, s:f, s:f, s:f, s:f}", "batch", d->batch,
-                     "prompt", (json_int_t)a->prompt, "new", (json_int_t)a->new_tokens, "graphs",
-                     a->graphs, "graphs_replayed", (json_int_t)d->graphs_replayed, "graphs_refused",
-                     (json_int_t)d->graphs_refused, "prefill1_ms", d->prefill_ms, "full_ms",
-                     d->full_ms, "tokens_per_s", d->tokens_per_s, "prefill_tokens_per_s",
-                     d->prefill_tokens_per_s, "end_to_end_tokens_per_s", d->e2e_tokens_per_s));
+            arr,
+            json_pack("{s:i, s:I, s:I, s:b, s:b, s:I, s:I, s:f, s:f, s:f, s:f, s:f}", "batch",
+                      d->batch, "prompt", (json_int_t)a->prompt, "new", (json_int_t)a->new_tokens,
+                      "graphs", a->graphs, "pdl", !a->no_pdl, "graphs_replayed",
+                      (json_int_t)d->graphs_replayed, "graphs_refused",
+                      (json_int_t)d->graphs_refused, "prefill1_ms", d->prefill_ms, "full_ms",
+                      d->full_ms, "tokens_per_s", d->tokens_per_s, "prefill_tokens_per_s",
+                      d->prefill_tokens_per_s, "end_to_end_tokens_per_s", d->e2e_tokens_per_s));
     }
     return arr;
 }

@@ -59,6 +59,7 @@ struct pol_gpu_dec {
     int *slot_count, *slot_seen; /* [n_slots] per-append counters */
     /* CUDA graphs of decode steps (pol_gpu_dec_set_graphs), one per token count n: [n_slots + 1] */
     bool graphs;
+    bool pdl; /* programmatic dependent launch inside a step (pol_gpu_dec_set_pdl) */
     cudaGraphExec_t *step_exec;
     uint8_t *step_state; /* STEP_* */
     pol_gpu_dec_graph_stats stats;
@@ -139,7 +140,7 @@ int pol_gpu_dec_create(pol_gpu_dec **out, pol_gpu *g, int n_slots, int max_len, 
                          n_slots, max_len, max_tokens);
     pol_gpu_dec *d = calloc(1, sizeof *d);
     if (!d || (d->g = g, d->n_slots = n_slots, d->max_len = max_len, d->max_tokens = max_tokens,
-               d->graphs = true, alloc_host(d) != 0)) {
+               d->graphs = true, d->pdl = true, alloc_host(d) != 0)) {
         pol_gpu_dec_free(d);
         return text_fail(err, errcap, "decode_gpu: out of host memory");
     }
@@ -419,7 +420,7 @@ static int dec_head(pg_run *r, pol_gpu_dec *d, const append_plan *p)
 }
 
 /* The device work of an append once its plan is uploaded: embedding, layers, LM head. */
-static int run_append(pg_run *r, pol_gpu_dec *d, const append_plan *p)
+static int run_kernels(pg_run *r, pol_gpu_dec *d, const append_plan *p)
 {
     pol_gpu *g = d->g;
     if (pg_ck(
@@ -431,6 +432,18 @@ static int run_append(pg_run *r, pol_gpu_dec *d, const append_plan *p)
         if (dec_layer(r, d, l, p) != 0)
             return -1;
     return dec_head(r, d, p);
+}
+
+/* run_kernels with the step's kernels launched programmatically when d->pdl (kernels.h,
+ * kg_programmatic_launch): each starts while the one before finishes, the gaps between ~200
+ * small kernels of a batch-1 step overlapped. The setting is the calling thread's; it is put
+ * back as it was. */
+static int run_append(pg_run *r, pol_gpu_dec *d, const append_plan *p)
+{
+    const int was = kg_programmatic_launch(d->pdl);
+    const int rc = run_kernels(r, d, p);
+    kg_programmatic_launch(was);
+    return rc;
 }
 
 /* Captures run_append for the plan's token count as a graph: 0, or -1 (nothing kept, no error
@@ -504,6 +517,21 @@ static int run_step(pg_run *r, pol_gpu_dec *d, const append_plan *p)
 void pol_gpu_dec_set_graphs(pol_gpu_dec *d, bool on)
 {
     d->graphs = on;
+}
+
+/* The graphs captured so far hold their launches' attributes: a change drops them, and each
+ * token count is captured again under the new setting. */
+void pol_gpu_dec_set_pdl(pol_gpu_dec *d, bool on)
+{
+    if (d->pdl == on)
+        return;
+    d->pdl = on;
+    for (int n = 0; n <= d->n_slots; n++) {
+        if (d->step_exec[n])
+            cudaGraphExecDestroy(d->step_exec[n]);
+        d->step_exec[n] = NULL;
+        d->step_state[n] = STEP_NEW;
+    }
 }
 
 pol_gpu_dec_graph_stats pol_gpu_dec_graphs(const pol_gpu_dec *d)

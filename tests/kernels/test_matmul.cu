@@ -81,6 +81,52 @@ static int check_misaligned(kg_matmul_ctx *ctx, uint64_t seed)
     return ok;
 }
 
+/* Programmatic dependent launch (kg_programmatic_launch): a chain in which every kernel reads
+ * what the one before wrote, as in a decode step: y = rmsnorm(C); C += y W^T (the small-M
+ * matmul, beta 1), 48 times, at M 1 and M 3, must give the bits of the same chain launched
+ * plainly. A kernel that read C or y before its pdl_wait, or wrote them before the previous
+ * kernel had read them, would race and differ. */
+static void run_chain(kg_matmul_ctx *ctx, kg_bf16 *C, kg_bf16 *y, const kg_bf16 *W,
+                      const kg_bf16 *norm_w, const kg_bf16 *C0, int M, int N, int links)
+{
+    KC_CUDA(cudaMemcpy(C, C0, (size_t)M * N * sizeof(kg_bf16), cudaMemcpyDeviceToDevice));
+    for (int i = 0; i < links; i++) {
+        KC_CUDA(kg_rmsnorm_forward(y, NULL, C, norm_w, M, N, 1e-6f, 0));
+        KC_CUDA(kg_matmul(ctx, C, y, W, NULL, M, N, N, 0, 1, 1.0f, 0));
+    }
+    KC_CUDA(cudaDeviceSynchronize());
+}
+
+static int check_pdl_chain(kg_matmul_ctx *ctx, int M, int N, uint64_t seed)
+{
+    const int links = 48;
+    size_t nc = (size_t)M * N, nw = (size_t)N * N;
+    float *h = (float *)malloc(nw * 4);
+    kc_fill(h, nw, seed, -0.05f, 0.05f);
+    kg_bf16 *W = kc_to_dev_bf(h, nw);
+    kc_fill(h, N, seed + 1, 0.5f, 1.5f);
+    kg_bf16 *norm_w = kc_to_dev_bf(h, N);
+    kc_fill(h, nc, seed + 2, -1, 1);
+    kg_bf16 *C0 = kc_to_dev_bf(h, nc), *C, *y, *plain;
+    KC_CUDA(cudaMalloc((void **)&C, nc * sizeof(kg_bf16)));
+    KC_CUDA(cudaMalloc((void **)&y, nc * sizeof(kg_bf16)));
+    KC_CUDA(cudaMalloc((void **)&plain, nc * sizeof(kg_bf16)));
+    run_chain(ctx, plain, y, W, norm_w, C0, M, N, links);
+    int ok = 1;
+    for (int rep = 0; rep < 3 && ok; rep++) {
+        const int was = kg_programmatic_launch(1);
+        run_chain(ctx, C, y, W, norm_w, C0, M, N, links);
+        kg_programmatic_launch(was);
+        ok = kc_dev_bf_equal(C, plain, nc);
+    }
+    printf("%-4s rmsnorm + small-M matmul chain (%d links, M %d N %d) under programmatic "
+           "dependent launch = plain launches, bitwise, 3 runs\n",
+           ok ? "ok" : "FAIL", links, M, N);
+    free(h);
+    cudaFree(W), cudaFree(norm_w), cudaFree(C0), cudaFree(C), cudaFree(y), cudaFree(plain);
+    return ok;
+}
+
 /* The small-M path computes each row the same way whatever M is (decoding compares a sequence
  * decoded alone with the same one in a batch, bitwise): row r of an M-row product equals the
  * 1-row product of that row alone, bit for bit, for every M up to 8. */
@@ -259,6 +305,14 @@ int main(void)
     ok &= check_misaligned(ctx, seed++);
     ok &= check_rows_batch_independent(ctx, 1152, 896, seed++);
     ok &= check_rows_batch_independent(ctx, 901, 4864, seed++);
+    /* the wide blocks (8 columns, M <= 4 of very many columns): the LM head, and a part's last
+     * block partly empty, with bias and with accumulation; rows as M 5..8's narrow blocks */
+    ok &= check_case(ctx, 4, 151936, 896, 0, 1, 0, 0.0f, seed++);
+    ok &= check_case(ctx, 3, 32771, 72, 0, 1, 1, 0.0f, seed++);
+    ok &= check_case(ctx, 2, 40001, 8, 0, 1, 0, 1.0f, seed++);
+    ok &= check_rows_batch_independent(ctx, 151936, 896, seed++);
+    ok &= check_pdl_chain(ctx, 1, 896, seed++);
+    ok &= check_pdl_chain(ctx, 3, 896, seed++);
     /* the Qwen2.5-0.5B layer; part widths not multiples of a block's 4 columns (a part's last
      * block half empty, the next part's first block right after it); a misaligned part */
     const fused_shape fused[3] = {
