@@ -156,7 +156,7 @@ def test_bench_help_and_cpu_refusal(kgym_policy):
     h = kgym(kgym_policy, "bench", "--help")
     assert h.returncode == 0 and h.stdout.startswith("usage: kgym-policy bench")
     assert "6 * N_matmul + 6 * L * H * hd * T" in h.stdout and "--decode-batches" in h.stdout
-    assert "--no-graphs" in h.stdout
+    assert "--no-graphs" in h.stdout and "--no-pdl" in h.stdout
     assert "bench" in kgym(kgym_policy, "--help").stdout
     p = kgym(kgym_policy, "bench")
     assert p.returncode == 1 and p.stdout == ""
@@ -269,7 +269,7 @@ if CUDA_BIN:
                             "--steps", "2", "--decode-batches", "2", "--prompt", "16", "--new", "8", "--json",
                             str(out)], capture_output=True, text=True, timeout=600, env=ENV)
         assert p.returncode == 0, p.stderr
-        assert "train  B 1 x T 256:" in p.stdout and "decode batch 2:" in p.stdout
+        assert "train  B 1 x T 256:" in p.stdout and "decode batch 2 (graphs, pdl):" in p.stdout
         j = json.loads(out.read_text())
         t = j["train"]
         assert t["tokens_per_s"] > 0 and 0 < t["mfu"] < 1 and t["activation_bytes"] > 0
@@ -279,3 +279,4 @@ if CUDA_BIN:
         assert [d["batch"] for d in j["decode"]] == [2]
         d = j["decode"][0]
         assert d["tokens_per_s"] > 0 and d["prefill_tokens_per_s"] > 0 and d["end_to_end_tokens_per_s"] > 0
+        assert d["graphs"] is True and d["pdl"] is True  # the decoder's defaults
