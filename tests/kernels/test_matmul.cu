@@ -87,14 +87,15 @@ static int check_misaligned(kg_matmul_ctx *ctx, uint64_t seed)
  * plainly. A kernel that read C or y before its pdl_wait, or wrote them before the previous
  * kernel had read them, would race and differ. */
 static void run_chain(kg_matmul_ctx *ctx, kg_bf16 *C, kg_bf16 *y, const kg_bf16 *W,
-                      const kg_bf16 *norm_w, const kg_bf16 *C0, int M, int N, int links)
+                      const kg_bf16 *norm_w, const kg_bf16 *C0, int M, int N, int links,
+                      cudaStream_t s)
 {
-    KC_CUDA(cudaMemcpy(C, C0, (size_t)M * N * sizeof(kg_bf16), cudaMemcpyDeviceToDevice));
+    KC_CUDA(cudaMemcpyAsync(C, C0, (size_t)M * N * sizeof(kg_bf16), cudaMemcpyDeviceToDevice, s));
     for (int i = 0; i < links; i++) {
-        KC_CUDA(kg_rmsnorm_forward(y, NULL, C, norm_w, M, N, 1e-6f, 0));
-        KC_CUDA(kg_matmul(ctx, C, y, W, NULL, M, N, N, 0, 1, 1.0f, 0));
+        KC_CUDA(kg_rmsnorm_forward(y, NULL, C, norm_w, M, N, 1e-6f, s));
+        KC_CUDA(kg_matmul(ctx, C, y, W, NULL, M, N, N, 0, 1, 1.0f, s));
     }
-    KC_CUDA(cudaDeviceSynchronize());
+    KC_CUDA(cudaStreamSynchronize(s));
 }
 
 static int check_pdl_chain(kg_matmul_ctx *ctx, int M, int N, uint64_t seed)
@@ -111,11 +112,13 @@ static int check_pdl_chain(kg_matmul_ctx *ctx, int M, int N, uint64_t seed)
     KC_CUDA(cudaMalloc((void **)&C, nc * sizeof(kg_bf16)));
     KC_CUDA(cudaMalloc((void **)&y, nc * sizeof(kg_bf16)));
     KC_CUDA(cudaMalloc((void **)&plain, nc * sizeof(kg_bf16)));
-    run_chain(ctx, plain, y, W, norm_w, C0, M, N, links);
+    cudaStream_t s; /* a stream of its own, as the decoder's */
+    KC_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    run_chain(ctx, plain, y, W, norm_w, C0, M, N, links, s);
     int ok = 1;
     for (int rep = 0; rep < 3 && ok; rep++) {
         const int was = kg_programmatic_launch(1);
-        run_chain(ctx, C, y, W, norm_w, C0, M, N, links);
+        run_chain(ctx, C, y, W, norm_w, C0, M, N, links, s);
         kg_programmatic_launch(was);
         ok = kc_dev_bf_equal(C, plain, nc);
     }
@@ -123,6 +126,7 @@ static int check_pdl_chain(kg_matmul_ctx *ctx, int M, int N, uint64_t seed)
            "dependent launch = plain launches, bitwise, 3 runs\n",
            ok ? "ok" : "FAIL", links, M, N);
     free(h);
+    cudaStreamDestroy(s);
     cudaFree(W), cudaFree(norm_w), cudaFree(C0), cudaFree(C), cudaFree(y), cudaFree(plain);
     return ok;
 }
