@@ -45,23 +45,34 @@ cudaError_t kg_matmul(kg_matmul_ctx *ctx, kg_bf16 *C, const kg_bf16 *A, const kg
                       const kg_bf16 *bias, int M, int N, int K, int trans_a, int trans_b,
                       float beta, cudaStream_t s);
 /* Several y = x W^T (+ bias) products of one x [M, K] (beta 0), each into its own C [M, N]: the
- * q, k and v projections. One launch when every part takes kg_matmul's small-M path (M <= 8),
- * else one kg_matmul per part; each C gets the bits its own kg_matmul would give. 1 to 3 parts;
- * no C may overlap X or another C. */
+ * q, k and v projections (norm: below). One launch when every part takes kg_matmul's small-M path
+ * (M <= 8), else one kg_matmul per part; each C gets the bits its own kg_matmul would give. 1 to 3
+ * parts; no C may overlap X or another C. */
 typedef struct {
     kg_bf16 *C;
     const kg_bf16 *W, *bias; /* [N, K]; [N] or NULL */
     int N;
 } kg_matmul_part;
-cudaError_t kg_matmul_parts(kg_matmul_ctx *ctx, const kg_bf16 *X, const kg_matmul_part *parts,
-                            int n_parts, int M, int K, cudaStream_t s);
+/* An RMSNorm in front of the products of kg_matmul_parts and kg_matmul_swiglu (norm non-NULL):
+ * X is then the norm's input, y = rmsnorm(X) * w [M, K] (kg_rmsnorm_forward's bits; rstd is not
+ * kept) is written to y, and the products are of y. At M <= 8 with K <= 2048 and 16-byte aligned
+ * X, y and w, the norm rides on the products' launch (each block normalises the rows itself,
+ * with kg_rmsnorm_forward's thread layout and order of addition); else kg_rmsnorm_forward runs
+ * first. y must not overlap X or an output. */
+typedef struct {
+    const kg_bf16 *w; /* [K] */
+    float eps;
+    kg_bf16 *y; /* [M, K] */
+} kg_matmul_norm;
+cudaError_t kg_matmul_parts(kg_matmul_ctx *ctx, const kg_bf16 *X, const kg_matmul_norm *norm,
+                            const kg_matmul_part *parts, int n_parts, int M, int K, cudaStream_t s);
 /* The MLP's first half: gate = x Wg^T, up = x Wu^T [M, F] (both kept: the backward reads them)
  * and h = silu(gate) * up. One launch when M <= 8 (the small-M path), else two kg_matmul and
  * kg_swiglu_forward; the bits of those three calls either way. h, gate and up must not overlap
  * X or each other. */
 cudaError_t kg_matmul_swiglu(kg_matmul_ctx *ctx, kg_bf16 *h, kg_bf16 *gate, kg_bf16 *up,
-                             const kg_bf16 *X, const kg_bf16 *Wg, const kg_bf16 *Wu, int M, int F,
-                             int K, cudaStream_t s);
+                             const kg_bf16 *X, const kg_matmul_norm *norm, const kg_bf16 *Wg,
+                             const kg_bf16 *Wu, int M, int F, int K, cudaStream_t s);
 /* As kg_matmul with C in fp32 and no bias: weight gradients, accumulated over micro-batches in
  * fp32 (beta = 1) for the fp32 optimizer. */
 cudaError_t kg_matmul_f32out(kg_matmul_ctx *ctx, float *C, const kg_bf16 *A, const kg_bf16 *B,

@@ -186,6 +186,11 @@ typedef struct {
     int K;
     float beta;
     __nv_bfloat16 *h; /* R = 2: silu(part 0) * part 1, [M, N] */
+    /* the fused RMSNorm (kg_matmul_norm), norm_w NULL for none: the products are of
+     * y = rmsnorm(X) * norm_w, which block 0 also writes to y */
+    const __nv_bfloat16 *norm_w;
+    float eps;
+    __nv_bfloat16 *y;
 } sm_args;
 
 /* threads per block: enough warps to give each thread about one vector of K, at most 8 warps */
@@ -246,6 +251,71 @@ static __device__ __forceinline__ void sm_load_w(uint4 (&w)[R][COLS], const sm_p
                                  : make_uint4(0, 0, 0, 0);
 }
 
+static __device__ __forceinline__ float sm_warp_sum(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* x[8] (vector k8 of a row of X) normalised as rmsnorm_forward_kernel writes it (rs: the row's
+ * 1 / rms), rounded to bf16: returned as floats in x and packed in *y. */
+static __device__ __forceinline__ void sm_norm_apply(const sm_args &a, int k8, float rs, float *x,
+                                                     uint4 *y)
+{
+    float w[8];
+    sm_unpack8(__ldg((const uint4 *)a.norm_w + k8), w);
+    __nv_bfloat162 *yb = (__nv_bfloat162 *)y;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        yb[i] =
+            __floats2bfloat162_rn(w[2 * i] * (x[2 * i] * rs), w[2 * i + 1] * (x[2 * i + 1] * rs));
+        const float2 f = __bfloat1622float2(yb[i]);
+        x[2 * i] = f.x, x[2 * i + 1] = f.y;
+    }
+}
+
+/* 1 / rms of each of the M rows of X for the fused norm, as rmsnorm_forward_kernel computes it:
+ * the block's threads are its own (one vector of 8 per thread, norm_fits), each sums the squares
+ * of its vector in element order, then the block sums them as its block_sum does (warp
+ * butterflies, the warps' sums in shared memory, a butterfly over them). Every thread gets all
+ * M; block 0 also writes the normalised rows to y (here, so the product loop stores nothing). */
+template <int M>
+static __device__ __forceinline__ void sm_norm_rows(const sm_args &a, float (&rs)[M])
+{
+    __shared__ float red[M][32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    const int k8 = (int)threadIdx.x, K = a.K;
+#pragma unroll
+    for (int m = 0; m < M; m++) {
+        float ss = 0.0f;
+        if (k8 < K / 8) {
+            float x[8];
+            sm_unpack8(__ldg((const uint4 *)(a.X + (size_t)m * K) + k8), x);
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                ss += x[i] * x[i];
+        }
+        ss = sm_warp_sum(ss);
+        if (lane == 0)
+            red[m][warp] = ss;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int m = 0; m < M; m++) {
+        const float ss = sm_warp_sum(lane < warps ? red[m][lane] : 0.0f);
+        rs[m] = 1.0f / sqrtf(ss / (float)K + a.eps);
+        if (blockIdx.x == 0 && k8 < K / 8) {
+            float x[8];
+            uint4 y;
+            sm_unpack8(__ldg((const uint4 *)(a.X + (size_t)m * K) + k8), x);
+            sm_norm_apply(a, k8, rs[m], x, &y);
+            *((uint4 *)(a.y + (size_t)m * K) + k8) = y;
+        }
+    }
+}
+
 /* Writes column n of row m of one part: + bias, + beta C, rounded to bf16; the rounded value. */
 static __device__ __forceinline__ float sm_store(const sm_part &P, int m, int n, float v,
                                                  float beta)
@@ -259,7 +329,7 @@ static __device__ __forceinline__ float sm_store(const sm_part &P, int m, int n,
     return __bfloat162float(r);
 }
 
-template <int M, int R, int COLS>
+template <int M, int R, int COLS, bool NORM>
 static __global__ void __launch_bounds__(SM_MAX_WARPS * 32) small_m_kernel(sm_args a)
 {
     __shared__ float partial[SM_MAX_WARPS][R * COLS * M];
@@ -277,7 +347,10 @@ static __global__ void __launch_bounds__(SM_MAX_WARPS * 32) small_m_kernel(sm_ar
     if (k8 < K8) /* before the wait: no kernel of the step writes weights */
         sm_load_w<R, COLS>(w, P, n0, N, K, k8);
     pdl_launch_dependents();
-    pdl_wait(); /* X, and C when beta != 0, come from the kernels before */
+    pdl_wait();         /* X, and C when beta != 0, come from the kernels before */
+    float rs[M];        /* the fused norm's 1 / rms per row */
+    if constexpr (NORM) /* a template flag: a run-time one doubled the registers of M 1 */
+        sm_norm_rows<M>(a, rs);
     float acc[R][COLS][M];
 #pragma unroll
     for (int r = 0; r < R; r++)
@@ -299,6 +372,10 @@ static __global__ void __launch_bounds__(SM_MAX_WARPS * 32) small_m_kernel(sm_ar
         for (int m = 0; m < M; m++) {
             float xf[8];
             sm_unpack8(__ldg((const uint4 *)(a.X + (size_t)m * K) + k8), xf);
+            if constexpr (NORM) {
+                uint4 unused;
+                sm_norm_apply(a, k8, rs[m], xf, &unused);
+            }
 #pragma unroll
             for (int r = 0; r < R; r++)
 #pragma unroll
@@ -378,18 +455,20 @@ static int small_m_cols(const sm_args &a, int M, int R)
     return blocks >= SM_WIDE_FROM_BLOCKS ? SM_WIDE_COLS : SM_COLS;
 }
 
-template <int M, int R, int COLS>
+template <int M, int R, int COLS, bool NORM = false>
 static cudaError_t small_m_launch(const sm_args &a, cudaStream_t s)
 {
     unsigned blocks = 0;
     for (int p = 0; p < (R == 2 ? 1 : a.n_parts); p++)
         blocks += (unsigned)small_m_blocks(a.part[p].N, COLS);
-    return kg_launch(small_m_kernel<M, R, COLS>, blocks, small_m_threads(a.K), 0, s, a);
+    return kg_launch(small_m_kernel<M, R, COLS, NORM>, blocks, small_m_threads(a.K), 0, s, a);
 }
 
-/* M <= 4 of one weight may take the wide blocks (small_m_cols) */
+/* M <= 4 of one weight may take the wide blocks (small_m_cols), unless the norm is fused */
 template <int M, int R> static cudaError_t small_m_launch_any(const sm_args &a, cudaStream_t s)
 {
+    if (a.norm_w) /* the fused norm takes the narrow blocks (its products: q/k/v, gate/up) */
+        return small_m_launch<M, R, SM_COLS, true>(a, s);
     if constexpr (R == 1 && M <= 4)
         if (small_m_cols(a, M, R) == SM_WIDE_COLS)
             return small_m_launch<M, R, SM_WIDE_COLS>(a, s);
@@ -455,9 +534,10 @@ static cudaError_t matmul_run(kg_matmul_ctx *ctx, void *C, cudaDataType_t c_type
     return rc;
 }
 
-/* The small-M kernel's arguments for parts [n_parts] of X [M, K] (h: R = 2's SwiGLU output). */
+/* The small-M kernel's arguments for parts [n_parts] of X [M, K] (h: R = 2's SwiGLU output;
+ * norm: the fused RMSNorm, or NULL). */
 static sm_args small_m_args(const kg_bf16 *X, const kg_matmul_part *parts, int n_parts, int K,
-                            float beta, kg_bf16 *h)
+                            float beta, kg_bf16 *h, const kg_matmul_norm *norm)
 {
     sm_args a = {};
     for (int i = 0; i < n_parts; i++)
@@ -468,6 +548,11 @@ static sm_args small_m_args(const kg_bf16 *X, const kg_matmul_part *parts, int n
     a.K = K;
     a.beta = beta;
     a.h = (__nv_bfloat16 *)h;
+    if (norm) {
+        a.norm_w = (const __nv_bfloat16 *)norm->w;
+        a.eps = norm->eps;
+        a.y = (__nv_bfloat16 *)norm->y;
+    }
     return a;
 }
 
@@ -478,7 +563,7 @@ extern "C" cudaError_t kg_matmul(kg_matmul_ctx *ctx, kg_bf16 *C, const kg_bf16 *
     if (matmul_args_ok(ctx, C, A, B, bias, M, N, K, beta) &&
         small_m_fits(A, B, M, K, trans_a, trans_b) && small_m_enabled()) {
         const kg_matmul_part one = {C, B, bias, N};
-        return small_m_run<1>(small_m_args(A, &one, 1, K, beta, NULL), M, s);
+        return small_m_run<1>(small_m_args(A, &one, 1, K, beta, NULL, NULL), M, s);
     }
     return matmul_run(ctx, C, CUDA_R_16BF, A, B, bias, M, N, K, trans_a, trans_b, beta, s);
 }
@@ -492,42 +577,95 @@ static bool parts_fit(const kg_bf16 *X, const kg_matmul_part *parts, int n_parts
     return small_m_enabled();
 }
 
-extern "C" cudaError_t kg_matmul_parts(kg_matmul_ctx *ctx, const kg_bf16 *X,
-                                       const kg_matmul_part *parts, int n_parts, int M, int K,
-                                       cudaStream_t s)
+/* KGYM_MATMUL_FUSED_NORM=0: a norm in front of the products always gets its own
+ * kg_rmsnorm_forward launch (for measuring one against the other; read once). */
+static bool fused_norm_enabled(void)
 {
-    if (!parts || n_parts < 1 || n_parts > SM_MAX_PARTS)
+    static const bool enabled = [] {
+        const char *v = getenv("KGYM_MATMUL_FUSED_NORM");
+        return !(v && strcmp(v, "0") == 0);
+    }();
+    return enabled;
+}
+
+/* Whether the norm can ride on a small-M launch over X: one vector of 8 per thread in a block of
+ * small_m_threads(K), which is then rmsnorm_forward_kernel's layout (its row_threads gives the
+ * same count up to 256 vectors), and that kernel's vectorised path (16-byte aligned X, y, w). */
+static bool norm_fits(const kg_bf16 *X, const kg_matmul_norm *norm, int K)
+{
+    return K % 8 == 0 && K / 8 <= SM_MAX_WARPS * 32 &&
+           ((uintptr_t)X | (uintptr_t)norm->y | (uintptr_t)norm->w) % 16 == 0 &&
+           fused_norm_enabled();
+}
+
+/* Settles the norm in front of the products of X: NULL to fuse it into the small-M launch (or no
+ * norm); else kg_rmsnorm_forward runs now and *X becomes its output y. *small: whether the
+ * products (of the final *X) take the small-M path. */
+static cudaError_t norm_first(const kg_bf16 **X, const kg_matmul_norm *norm,
+                              const kg_matmul_part *parts, int n_parts, int M, int K, bool *small,
+                              const kg_matmul_norm **fused, cudaStream_t s)
+{
+    *small = parts_fit(*X, parts, n_parts, M, K);
+    *fused = NULL;
+    if (!norm)
+        return cudaSuccess;
+    if (*small && norm_fits(*X, norm, K)) {
+        *fused = norm;
+        return cudaSuccess;
+    }
+    cudaError_t e = kg_rmsnorm_forward(norm->y, NULL, *X, norm->w, M, K, norm->eps, s);
+    *X = norm->y;
+    *small = parts_fit(*X, parts, n_parts, M, K);
+    return e;
+}
+
+extern "C" cudaError_t kg_matmul_parts(kg_matmul_ctx *ctx, const kg_bf16 *X,
+                                       const kg_matmul_norm *norm, const kg_matmul_part *parts,
+                                       int n_parts, int M, int K, cudaStream_t s)
+{
+    if (!parts || n_parts < 1 || n_parts > SM_MAX_PARTS || (norm && (!norm->w || !norm->y)))
         return cudaErrorInvalidValue;
     for (int i = 0; i < n_parts; i++)
         if (!matmul_args_ok(ctx, parts[i].C, X, parts[i].W, NULL, M, parts[i].N, K, 0.0f))
             return cudaErrorInvalidValue;
-    if (!parts_fit(X, parts, n_parts, M, K)) {
+    bool small;
+    const kg_matmul_norm *fused;
+    cudaError_t e = norm_first(&X, norm, parts, n_parts, M, K, &small, &fused, s);
+    if (e != cudaSuccess)
+        return e;
+    if (!small) {
         for (int i = 0; i < n_parts; i++) {
-            cudaError_t e = kg_matmul(ctx, parts[i].C, X, parts[i].W, parts[i].bias, M, parts[i].N,
-                                      K, 0, 1, 0.0f, s);
+            e = kg_matmul(ctx, parts[i].C, X, parts[i].W, parts[i].bias, M, parts[i].N, K, 0, 1,
+                          0.0f, s);
             if (e != cudaSuccess)
                 return e;
         }
         return cudaSuccess;
     }
-    return small_m_run<1>(small_m_args(X, parts, n_parts, K, 0.0f, NULL), M, s);
+    return small_m_run<1>(small_m_args(X, parts, n_parts, K, 0.0f, NULL, fused), M, s);
 }
 
 extern "C" cudaError_t kg_matmul_swiglu(kg_matmul_ctx *ctx, kg_bf16 *h, kg_bf16 *gate, kg_bf16 *up,
-                                        const kg_bf16 *X, const kg_bf16 *Wg, const kg_bf16 *Wu,
-                                        int M, int F, int K, cudaStream_t s)
+                                        const kg_bf16 *X, const kg_matmul_norm *norm,
+                                        const kg_bf16 *Wg, const kg_bf16 *Wu, int M, int F, int K,
+                                        cudaStream_t s)
 {
     if (!h || !matmul_args_ok(ctx, gate, X, Wg, NULL, M, F, K, 0.0f) ||
-        !matmul_args_ok(ctx, up, X, Wu, NULL, M, F, K, 0.0f))
+        !matmul_args_ok(ctx, up, X, Wu, NULL, M, F, K, 0.0f) || (norm && (!norm->w || !norm->y)))
         return cudaErrorInvalidValue;
     const kg_matmul_part both[2] = {{gate, Wg, NULL, F}, {up, Wu, NULL, F}};
-    if (!parts_fit(X, both, 2, M, K)) {
-        cudaError_t e = kg_matmul(ctx, gate, X, Wg, NULL, M, F, K, 0, 1, 0.0f, s);
+    bool small;
+    const kg_matmul_norm *fused;
+    cudaError_t e = norm_first(&X, norm, both, 2, M, K, &small, &fused, s);
+    if (e != cudaSuccess)
+        return e;
+    if (!small) {
+        e = kg_matmul(ctx, gate, X, Wg, NULL, M, F, K, 0, 1, 0.0f, s);
         if (e == cudaSuccess)
             e = kg_matmul(ctx, up, X, Wu, NULL, M, F, K, 0, 1, 0.0f, s);
         return e == cudaSuccess ? kg_swiglu_forward(h, gate, up, (size_t)M * F, s) : e;
     }
-    return small_m_run<2>(small_m_args(X, both, 2, K, 0.0f, h), M, s);
+    return small_m_run<2>(small_m_args(X, both, 2, K, 0.0f, h, fused), M, s);
 }
 
 extern "C" cudaError_t kg_matmul_f32out(kg_matmul_ctx *ctx, float *C, const kg_bf16 *A,

@@ -326,12 +326,13 @@ static int upload_plan(pg_run *r, pol_gpu_dec *d, const append_plan *p)
 
 /* The scratch as one layer's activations for the model's shared layer code (pg_qkv_forward,
  * pg_mlp_block_forward): the residual stream is both the layer's input and its x_mid (the adds
- * are accumulated into it in place), the norms share one output and one rstd buffer. */
+ * are accumulated into it in place), the norms share one output (their rstd is not kept, so the
+ * layer norms ride on the matmuls). */
 static pg_layer_acts layer_view(dec_scratch *s)
 {
     pg_layer_acts A = {
         .x_in = s->x,
-        .rstd1 = s->rstd,
+        .rstd1 = NULL, /* no backward: the norms may ride on the matmuls (kg_matmul_norm) */
         .xn1 = s->xn,
         .q_raw = s->q_raw,
         .k_raw = s->k_raw,
@@ -343,7 +344,7 @@ static pg_layer_acts layer_view(dec_scratch *s)
         .att = s->att,
         .lse = s->lse,
         .x_mid = s->x,
-        .rstd2 = s->rstd,
+        .rstd2 = NULL,
         .xn2 = s->xn,
         .gate = s->gate,
         .up = s->up,
@@ -371,11 +372,7 @@ static int dec_layer(pg_run *r, pol_gpu_dec *d, int l, const append_plan *p)
     r->layer = l;
     /* the new tokens' k and v go to the cache in the RoPE launch (kg_rope_qk_kv_write) */
     const kg_kv_dest cache = {kc, vc, s->v, slot, d->n_slots, d->max_len};
-    if (pg_ck(r,
-              kg_rmsnorm_forward(s->xn, s->rstd, s->x, pg_w(g, o->attn_norm), T, dm->D,
-                                 g->cfg.rms_eps, st),
-              "input_layernorm") ||
-        pg_qkv_forward(r, o, &A, T, pos, &cache))
+    if (pg_qkv_forward(r, o, &A, T, pos, &cache))
         return -1;
     cudaError_t e = p->fresh ? kg_attention_forward(s->att, s->lse, s->q, s->k, s->v, doc, T, dm->H,
                                                     dm->KV, dm->hd, scale, st)

@@ -212,7 +212,7 @@ static int upload_inputs(pg_run *r, const int32_t *host)
 
 /* ---- the layers ---- */
 
-/* q/k/v projections (biases in the matmul's epilogue), the per-head q/k norm, RoPE */
+/* input norm, q/k/v projections (biases in the matmul's epilogue), the per-head q/k norm, RoPE */
 int pg_qkv_forward(pg_run *r, const pg_layer_off *o, pg_layer_acts *A, int N, const int32_t *pos,
                    const kg_kv_dest *cache)
 {
@@ -228,7 +228,17 @@ int pg_qkv_forward(pg_run *r, const pg_layer_off *o, pg_layer_acts *A, int N, co
     const kg_matmul_part qkv[3] = {{qp, pg_w(g, o->wq), pg_w(g, o->bq), qd},
                                    {kp, pg_w(g, o->wk), pg_w(g, o->bk), kvd},
                                    {A->v, pg_w(g, o->wv), pg_w(g, o->bv), kvd}};
-    if (pg_ck(r, kg_matmul_parts(g->mm, A->xn1, qkv, 3, N, d->D, s), "q/k/v_proj"))
+    /* input_layernorm: inside the q/k/v launch when no rstd is kept (the decoder), else its
+     * own launch, keeping rstd1 for the backward */
+    const kg_matmul_norm norm = {pg_w(g, o->attn_norm), eps, A->xn1};
+    const bool fuse_norm = !A->rstd1;
+    if ((!fuse_norm &&
+         pg_ck(r, kg_rmsnorm_forward(A->xn1, A->rstd1, A->x_in, norm.w, N, d->D, eps, s),
+               "input_layernorm")) ||
+        pg_ck(r,
+              kg_matmul_parts(g->mm, fuse_norm ? A->x_in : A->xn1, fuse_norm ? &norm : NULL, qkv, 3,
+                              N, d->D, s),
+              "input_layernorm + q/k/v_proj"))
         return -1;
     if (qk && (pg_ck(r,
                      kg_rmsnorm_forward(A->q, A->q_rstd, A->q_raw, pg_w(g, o->q_norm), N * d->H,
@@ -247,7 +257,7 @@ int pg_qkv_forward(pg_run *r, const pg_layer_off *o, pg_layer_acts *A, int N, co
                  "q/k rope");
 }
 
-/* The attention block: input norm, q/k/v, attention, then x_mid = x_in + att Wo^T (x_mid starts
+/* The attention block: input norm and q/k/v (pg_qkv_forward), attention, then x_mid = x_in + att Wo^T (x_mid starts
  * as a copy of x_in and the o_proj product is accumulated into it). */
 static int attn_block_forward(pg_run *r, const pg_layer_off *o, pg_layer_acts *A)
 {
@@ -256,12 +266,8 @@ static int attn_block_forward(pg_run *r, const pg_layer_off *o, pg_layer_acts *A
     cudaStream_t s = g->stream;
     int N = g->a.N;
     size_t res_bytes = (size_t)N * d->D * sizeof(kg_bf16);
-    float eps = g->cfg.rms_eps, scale = 1.0f / sqrtf((float)d->hd);
-    return pg_ck(r,
-                 kg_rmsnorm_forward(A->xn1, A->rstd1, A->x_in, pg_w(g, o->attn_norm), N, d->D, eps,
-                                    s),
-                 "input_layernorm") ||
-           pg_qkv_forward(r, o, A, N, g->a.pos, NULL) ||
+    float scale = 1.0f / sqrtf((float)d->hd);
+    return pg_qkv_forward(r, o, A, N, g->a.pos, NULL) ||
            pg_ck(r,
                  kg_attention_forward(A->att, A->lse, A->q, A->k, A->v, g->a.doc_start, N, d->H,
                                       d->KV, d->hd, scale, s),
@@ -282,14 +288,17 @@ int pg_mlp_block_forward(pg_run *r, const pg_layer_off *o, pg_layer_acts *A, int
     const pol_dims *d = &g->d;
     cudaStream_t s = g->stream;
     size_t res_bytes = (size_t)N * d->D * sizeof(kg_bf16);
-    if (pg_ck(r,
-              kg_rmsnorm_forward(A->xn2, A->rstd2, A->x_mid, pg_w(g, o->mlp_norm), N, d->D,
-                                 g->cfg.rms_eps, s),
-              "post_attention_layernorm") ||
+    /* post_attention_layernorm: inside the gate/up launch when no rstd is kept (the decoder) */
+    const kg_matmul_norm norm = {pg_w(g, o->mlp_norm), g->cfg.rms_eps, A->xn2};
+    const bool fuse_norm = !A->rstd2;
+    if ((!fuse_norm &&
+         pg_ck(r, kg_rmsnorm_forward(A->xn2, A->rstd2, A->x_mid, norm.w, N, d->D, norm.eps, s),
+               "post_attention_layernorm")) ||
         pg_ck(r,
-              kg_matmul_swiglu(g->mm, A->act, A->gate, A->up, A->xn2, pg_w(g, o->w_gate),
-                               pg_w(g, o->w_up), N, d->F, d->D, s),
-              "gate_proj, up_proj, swiglu"))
+              kg_matmul_swiglu(g->mm, A->act, A->gate, A->up, fuse_norm ? A->x_mid : A->xn2,
+                               fuse_norm ? &norm : NULL, pg_w(g, o->w_gate), pg_w(g, o->w_up), N,
+                               d->F, d->D, s),
+              "post_attention_layernorm + gate_proj, up_proj, swiglu"))
         return -1;
     if (!out)
         return 0;

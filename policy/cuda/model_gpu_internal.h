@@ -150,14 +150,17 @@ pg_layer_acts *pg_layer_acts_for(pg_acts *a, int l);
  * (a recompute: the layer's output is already kept as the next layer's input). */
 int pg_layer_forward(pg_run *r, int l, pg_layer_acts *A, kg_bf16 *out);
 
-/* A layer's q, k, v for N tokens at positions pos from A->xn1: the projections (biases in the
- * epilogue), the per-head q/k norm (into A->q_raw / k_raw first, rstd into A->q_rstd / k_rstd),
- * RoPE. Shared by the forward (cache NULL) and the decoder (decode_gpu.c), whose k and v also go
- * to its KV cache in the RoPE launch (cache: where; its v is A->v). */
+/* A layer's q, k, v for N tokens at positions pos from A->x_in: the input norm into A->xn1 (rstd
+ * into A->rstd1; A->rstd1 NULL keeps none, and the norm rides on the projections' launch), the
+ * projections (biases in the epilogue), the per-head q/k norm (into A->q_raw / k_raw first, rstd
+ * into A->q_rstd / k_rstd), RoPE. Shared by the forward (cache NULL) and the decoder
+ * (decode_gpu.c), whose k and v also go to its KV cache in the RoPE launch (cache: where; its v is
+ * A->v). */
 int pg_qkv_forward(pg_run *r, const pg_layer_off *o, pg_layer_acts *A, int N, const int32_t *pos,
                    const kg_kv_dest *cache);
-/* A layer's MLP block for N tokens from A->x_mid: post-attention norm, gate / up, SwiGLU into
- * A->act; then, unless out is NULL, out = x_mid + act Wd^T. Shared like pg_qkv_forward. */
+/* A layer's MLP block for N tokens from A->x_mid: post-attention norm (into A->xn2; A->rstd2
+ * NULL: none kept, the norm rides on the gate/up launch), gate / up, SwiGLU into A->act; then,
+ * unless out is NULL, out = x_mid + act Wd^T. Shared like pg_qkv_forward. */
 int pg_mlp_block_forward(pg_run *r, const pg_layer_off *o, pg_layer_acts *A, int N, kg_bf16 *out);
 
 /* The trunk's backward from dL/dh (in a.d_xn), ending in the embedding's gradient. */

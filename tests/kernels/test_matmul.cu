@@ -191,12 +191,22 @@ typedef struct {
 } fused_shape;
 
 /* kg_matmul_parts (q, k, v with biases: one launch when M <= 8) = one kg_matmul per part, and
- * kg_matmul_swiglu = two kg_matmul then kg_swiglu_forward, bit for bit (M > 8: the fallback). */
-static int check_fused_equal_separate(kg_matmul_ctx *ctx, int M, const fused_shape *sh,
+ * kg_matmul_swiglu = two kg_matmul then kg_swiglu_forward, bit for bit (M > 8: the fallback).
+ * With norm, both take an RMSNorm in front (kg_matmul_norm: inside their launch at M <= 8 and
+ * K <= 2048, else a launch of its own) and must give the bits of kg_rmsnorm_forward followed by
+ * the separate calls, the norm's output included. */
+static int check_fused_equal_separate(kg_matmul_ctx *ctx, int M, const fused_shape *sh, int norm,
                                       uint64_t seed)
 {
     const int K = sh->K, F = sh->F;
-    kg_bf16 *X = dev_random((size_t)M * K, seed), *W[3], *bias[3];
+    kg_bf16 *X_in = dev_random((size_t)M * K, seed), *W[3], *bias[3];
+    kg_bf16 *norm_w = dev_random((size_t)K, seed + 9), *y = dev_alloc((size_t)M * K),
+            *y_ref = dev_alloc((size_t)M * K);
+    const float eps = 1e-6f;
+    if (norm) /* the separate calls' input: the norm's output */
+        KC_CUDA(kg_rmsnorm_forward(y_ref, NULL, X_in, norm_w, M, K, eps, 0));
+    const kg_bf16 *X = norm ? y_ref : X_in;
+    const kg_matmul_norm nrm = {norm_w, eps, y};
     for (int i = 0; i < 3; i++) {
         W[i] = dev_random((size_t)sh->N[i] * K + (i == 1 ? sh->w1_off : 0), seed + 1 + i);
         bias[i] = dev_random((size_t)sh->N[i], seed + 4 + i);
@@ -216,20 +226,28 @@ static int check_fused_equal_separate(kg_matmul_ctx *ctx, int M, const fused_sha
     kg_matmul_part qkv[3];
     for (int i = 0; i < 3; i++)
         qkv[i] = {o[i], Wp[i], bias[i], sh->N[i]};
-    KC_CUDA(kg_matmul_parts(ctx, X, qkv, 3, M, K, 0));
-    KC_CUDA(kg_matmul_swiglu(ctx, o[5], o[3], o[4], X, Wg, Wu, M, F, K, 0));
-    KC_CUDA(cudaDeviceSynchronize());
+    KC_CUDA(kg_matmul_parts(ctx, norm ? X_in : X, norm ? &nrm : NULL, qkv, 3, M, K, 0));
     int parts = 1, glu = 1;
+    KC_CUDA(cudaDeviceSynchronize());
+    if (norm) /* each call writes the norm's output: the parts' first, the SwiGLU's below */
+        parts &= kc_dev_bf_equal(y, y_ref, (size_t)M * K);
+    KC_CUDA(cudaMemset(y, 0xff, (size_t)M * K * sizeof(kg_bf16)));
+    KC_CUDA(kg_matmul_swiglu(ctx, o[5], o[3], o[4], norm ? X_in : X, norm ? &nrm : NULL, Wg, Wu, M,
+                             F, K, 0));
+    KC_CUDA(cudaDeviceSynchronize());
+    if (norm)
+        glu &= kc_dev_bf_equal(y, y_ref, (size_t)M * K);
     for (int i = 0; i < 3; i++)
         parts &= kc_dev_bf_equal(o[i], r[i], n[i]);
     for (int i = 3; i < 6; i++)
         glu &= kc_dev_bf_equal(o[i], r[i], n[i]);
-    printf("%-4s matmul_parts q/k/v = three kg_matmul, bitwise (M %d N %d/%d/%d K %d%s)\n",
-           parts ? "ok" : "FAIL", M, sh->N[0], sh->N[1], sh->N[2], K,
+    const char *pre = norm ? "rmsnorm + " : "";
+    printf("%-4s %smatmul_parts q/k/v = %sthree kg_matmul, bitwise (M %d N %d/%d/%d K %d%s)\n",
+           parts ? "ok" : "FAIL", norm ? "normed " : "", pre, M, sh->N[0], sh->N[1], sh->N[2], K,
            sh->w1_off ? ", k's weight misaligned" : "");
-    printf("%-4s matmul_swiglu gate/up/h = kg_matmul x2 + swiglu, bitwise (M %d F %d K %d)\n",
-           glu ? "ok" : "FAIL", M, F, K);
-    kg_bf16 *all[] = {X, W[0], W[1], W[2], bias[0], bias[1], bias[2], Wg, Wu};
+    printf("%-4s %smatmul_swiglu gate/up/h = %skg_matmul x2 + swiglu, bitwise (M %d F %d K %d)\n",
+           glu ? "ok" : "FAIL", norm ? "normed " : "", pre, M, F, K);
+    kg_bf16 *all[] = {X_in, W[0], W[1], W[2], bias[0], bias[1], bias[2], Wg, Wu, norm_w, y, y_ref};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         cudaFree(all[i]);
     for (int i = 0; i < 6; i++)
@@ -319,19 +337,27 @@ int main(void)
     ok &= check_pdl_chain(ctx, 3, 896, seed++);
     /* the Qwen2.5-0.5B layer; part widths not multiples of a block's 4 columns (a part's last
      * block half empty, the next part's first block right after it); a misaligned part */
-    const fused_shape fused[3] = {
-        {{896, 128, 128}, 4864, 896, 0}, {{37, 13, 6}, 53, 72, 0}, {{40, 24, 16}, 44, 64, 4}};
+    const fused_shape fused[4] = {{{896, 128, 128}, 4864, 896, 0},
+                                  {{37, 13, 6}, 53, 72, 0},
+                                  {{40, 24, 16}, 44, 64, 4},
+                                  {{96, 32, 32}, 64, 4864, 0}}; /* K over the fused norm's 2048 */
     const int fused_m[4] = {1, 5, 8, 11}; /* the small-M path's (8: its largest), cuBLASLt's */
-    for (int f = 0; f < 3; f++)
+    for (int f = 0; f < 4; f++)
         for (int i = 0; i < 4; i++)
-            ok &= check_fused_equal_separate(ctx, fused_m[i], &fused[f], seed += 10);
+            for (int norm = 0; norm < 2; norm++)
+                ok &= check_fused_equal_separate(ctx, fused_m[i], &fused[f], norm, seed += 10);
     ok &= check_f32out(ctx, 896, 4864, 64, 1, 0, seed++); /* dW += dY^T X in fp32 */
     ok &= check_f32out(ctx, 37, 53, 71, 0, 1, seed++);
     ok &= check_f32out(ctx, 37, 53, 71, 1, 1, seed++);
     /* argument errors */
     kg_bf16 *d;
     KC_CUDA(cudaMalloc((void **)&d, 64));
+    const kg_matmul_part one_part = {d, d, NULL, 4};
+    const kg_matmul_norm no_y = {d, 1e-6f, NULL}, no_w = {NULL, 1e-6f, d};
     int errs =
+        kg_matmul_parts(ctx, d, &no_y, &one_part, 1, 1, 8, 0) == cudaErrorInvalidValue &&
+        kg_matmul_parts(ctx, d, &no_w, &one_part, 1, 1, 8, 0) == cudaErrorInvalidValue &&
+        kg_matmul_swiglu(ctx, d, d, d, d, &no_y, d, d, 1, 4, 8, 0) == cudaErrorInvalidValue &&
         kg_matmul(ctx, d, d, d, NULL, 0, 4, 4, 0, 0, 0.0f, 0) == cudaErrorInvalidValue &&
         kg_matmul(ctx, d, d, d, NULL, 4, 4, -1, 0, 0, 0.0f, 0) == cudaErrorInvalidValue &&
         kg_matmul(ctx, d, d, d, d, 4, 4, 4, 0, 0, 1.0f, 0) == cudaErrorInvalidValue &&
@@ -341,9 +367,9 @@ int main(void)
         kg_matmul(NULL, d, d, d, NULL, 1, 4, 8, 0, 1, 0.0f, 0) == cudaErrorInvalidValue &&
         kg_matmul(ctx, d, d, d, NULL, 1, 0, 8, 0, 1, 0.0f, 0) == cudaErrorInvalidValue &&
         kg_matmul_f32out(ctx, NULL, d, d, 4, 4, 4, 0, 0, 0.0f, 0) == cudaErrorInvalidValue &&
-        kg_matmul_parts(ctx, d, NULL, 1, 1, 8, 0) == cudaErrorInvalidValue &&
-        kg_matmul_swiglu(ctx, NULL, d, d, d, d, d, 1, 4, 8, 0) == cudaErrorInvalidValue &&
-        kg_matmul_swiglu(ctx, d, d, d, d, d, d, 1, 4, 0, 0) == cudaErrorInvalidValue &&
+        kg_matmul_parts(ctx, d, NULL, NULL, 1, 1, 8, 0) == cudaErrorInvalidValue &&
+        kg_matmul_swiglu(ctx, NULL, d, d, d, NULL, d, d, 1, 4, 8, 0) == cudaErrorInvalidValue &&
+        kg_matmul_swiglu(ctx, d, d, d, d, NULL, d, d, 1, 4, 0, 0) == cudaErrorInvalidValue &&
         kg_matmul_f32out(ctx, (float *)d, d, d, 4, 0, 4, 0, 0, 0.0f, 0) == cudaErrorInvalidValue;
     printf("%-4s matmul argument errors\n", errs ? "ok" : "FAIL");
     ok &= errs;
