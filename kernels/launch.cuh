@@ -8,10 +8,13 @@
  * predecessor has finished and its writes are visible.
  *
  * The rule that keeps it correct: a kernel launched by kg_launch reads and writes no global
- * memory that another kernel writes before its pdl_wait() (weights are never written during a
- * decode step). The wait is transitive (the predecessor itself waited for its own), and it
- * returns at once in a kernel launched without the attribute, so these kernels stay correct on
- * every other path (training, plain launches).
+ * memory that another kernel writes before its pdl_wait(). Since every kernel lets the next start
+ * at its top, kernel k may begin while k - 2 still runs: what is read before the wait (the
+ * small-M matmul's weights) must not be written by any kernel of the chain; weights are only
+ * written between decode steps, which the plan upload (a copy) or the graph launch separates. The
+ * wait is transitive (the predecessor itself waited for its own), and it returns at once in a
+ * kernel launched without the attribute, so these kernels stay correct on every other path
+ * (training, plain launches).
  *
  * kg_programmatic_launch (kernels.h) turns the attribute on for the calling thread's launches;
  * off by default, so only the decoder, which turns it on around a step, gets it. */
@@ -62,8 +65,9 @@ static cudaError_t kg_launch(void (*kernel)(Params...), dim3 grid, dim3 block, s
         cfg.attrs = attr;
         cfg.numAttrs = 1;
     }
-    cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
-    return e != cudaSuccess ? e : cudaGetLastError();
+    const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+    const cudaError_t last = cudaGetLastError(); /* clears it: the next launch reports its own */
+    return e != cudaSuccess ? e : last;
 }
 
 #endif

@@ -598,6 +598,13 @@ static bool norm_fits(const kg_bf16 *X, const kg_matmul_norm *norm, int K)
            fused_norm_enabled();
 }
 
+/* A norm kg_rmsnorm_forward would take (eps >= 0), its output somewhere else than X (the fused
+ * kernel's block 0 writes y while the others read X); or none. */
+static bool norm_args_ok(const kg_matmul_norm *norm, const kg_bf16 *X)
+{
+    return !norm || (norm->w && norm->y && norm->y != X && norm->eps >= 0.0f);
+}
+
 /* Settles the norm in front of the products of X: NULL to fuse it into the small-M launch (or no
  * norm); else kg_rmsnorm_forward runs now and *X becomes its output y. *small: whether the
  * products (of the final *X) take the small-M path. */
@@ -623,7 +630,7 @@ extern "C" cudaError_t kg_matmul_parts(kg_matmul_ctx *ctx, const kg_bf16 *X,
                                        const kg_matmul_norm *norm, const kg_matmul_part *parts,
                                        int n_parts, int M, int K, cudaStream_t s)
 {
-    if (!parts || n_parts < 1 || n_parts > SM_MAX_PARTS || (norm && (!norm->w || !norm->y)))
+    if (!parts || n_parts < 1 || n_parts > SM_MAX_PARTS || !norm_args_ok(norm, X))
         return cudaErrorInvalidValue;
     for (int i = 0; i < n_parts; i++)
         if (!matmul_args_ok(ctx, parts[i].C, X, parts[i].W, NULL, M, parts[i].N, K, 0.0f))
@@ -651,7 +658,7 @@ extern "C" cudaError_t kg_matmul_swiglu(kg_matmul_ctx *ctx, kg_bf16 *h, kg_bf16 
                                         cudaStream_t s)
 {
     if (!h || !matmul_args_ok(ctx, gate, X, Wg, NULL, M, F, K, 0.0f) ||
-        !matmul_args_ok(ctx, up, X, Wu, NULL, M, F, K, 0.0f) || (norm && (!norm->w || !norm->y)))
+        !matmul_args_ok(ctx, up, X, Wu, NULL, M, F, K, 0.0f) || !norm_args_ok(norm, X))
         return cudaErrorInvalidValue;
     const kg_matmul_part both[2] = {{gate, Wg, NULL, F}, {up, Wu, NULL, F}};
     bool small;

@@ -82,53 +82,114 @@ static int check_misaligned(kg_matmul_ctx *ctx, uint64_t seed)
 }
 
 /* Programmatic dependent launch (kg_programmatic_launch): a chain in which every kernel reads
- * what the one before wrote, as in a decode step: y = rmsnorm(C); C += y W^T (the small-M
- * matmul, beta 1), 48 times, at M 1 and M 3, must give the bits of the same chain launched
- * plainly. A kernel that read C or y before its pdl_wait, or wrote them before the previous
- * kernel had read them, would race and differ. */
-static void run_chain(kg_matmul_ctx *ctx, kg_bf16 *C, kg_bf16 *y, const kg_bf16 *W,
-                      const kg_bf16 *norm_w, const kg_bf16 *C0, int M, int N, int links,
-                      cudaStream_t s)
+ * what the one before wrote, as in a decode step. Each link: y = rmsnorm(C); logits[i] = y Wh^T
+ * (40,000 columns: the wide blocks at M <= 4); h = swiglu of rmsnorm(C) Wg^T, Wu^T (the norm
+ * fused, R = 2); C += h Wd^T (beta 1). 24 links at M 1 and M 3 must give the bits of the same
+ * chain launched plainly, C and every link's logits: a kernel that read C, y or h before its
+ * pdl_wait, or wrote them while the one before still read them, would race and differ. The
+ * chain captured as a graph under PDL must hold programmatic edges (the attribute is really
+ * attached). */
+typedef struct {
+    int M, N, NH, links;
+    kg_bf16 *W, *Wh, *Wg, *Wu, *norm_w, *C0;  /* weights; C's start */
+    kg_bf16 *C, *y, *y2, *gate, *up, *h, *lg; /* lg: [links, M, NH] */
+} pdl_chain;
+
+static void run_chain(kg_matmul_ctx *ctx, pdl_chain *c, cudaStream_t s)
 {
-    KC_CUDA(cudaMemcpyAsync(C, C0, (size_t)M * N * sizeof(kg_bf16), cudaMemcpyDeviceToDevice, s));
-    for (int i = 0; i < links; i++) {
-        KC_CUDA(kg_rmsnorm_forward(y, NULL, C, norm_w, M, N, 1e-6f, s));
-        KC_CUDA(kg_matmul(ctx, C, y, W, NULL, M, N, N, 0, 1, 1.0f, s));
+    const int M = c->M, N = c->N;
+    const kg_matmul_norm norm = {c->norm_w, 1e-6f, c->y2};
+    KC_CUDA(
+        cudaMemcpyAsync(c->C, c->C0, (size_t)M * N * sizeof(kg_bf16), cudaMemcpyDeviceToDevice, s));
+    for (int i = 0; i < c->links; i++) {
+        KC_CUDA(kg_rmsnorm_forward(c->y, NULL, c->C, c->norm_w, M, N, 1e-6f, s));
+        KC_CUDA(kg_matmul(ctx, c->lg + (size_t)i * M * c->NH, c->y, c->Wh, NULL, M, c->NH, N, 0, 1,
+                          0.0f, s));
+        KC_CUDA(kg_matmul_swiglu(ctx, c->h, c->gate, c->up, c->C, &norm, c->Wg, c->Wu, M, N, N, s));
+        KC_CUDA(kg_matmul(ctx, c->C, c->h, c->W, NULL, M, N, N, 0, 1, 1.0f, s));
     }
-    KC_CUDA(cudaStreamSynchronize(s));
 }
 
-static int check_pdl_chain(kg_matmul_ctx *ctx, int M, int N, uint64_t seed)
+/* Programmatic edges in the graph of one link captured under PDL. */
+static size_t programmatic_edges(kg_matmul_ctx *ctx, pdl_chain *c, cudaStream_t s)
 {
-    const int links = 48;
-    size_t nc = (size_t)M * N, nw = (size_t)N * N;
-    float *h = (float *)malloc(nw * 4);
+    const int links = c->links, was = kg_programmatic_launch(1);
+    c->links = 1;
+    cudaGraph_t g;
+    KC_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    run_chain(ctx, c, s);
+    KC_CUDA(cudaStreamEndCapture(s, &g));
+    c->links = links;
+    kg_programmatic_launch(was);
+    size_t n = 0, prog = 0;
+    KC_CUDA(cudaGraphGetEdges(g, NULL, NULL, NULL, &n));
+    cudaGraphNode_t *from = (cudaGraphNode_t *)calloc(n + 1, sizeof *from),
+                    *to = (cudaGraphNode_t *)calloc(n + 1, sizeof *to);
+    cudaGraphEdgeData *data = (cudaGraphEdgeData *)calloc(n + 1, sizeof *data);
+    KC_CUDA(cudaGraphGetEdges(g, from, to, data, &n));
+    for (size_t i = 0; i < n; i++)
+        prog += data[i].type == cudaGraphDependencyTypeProgrammatic;
+    free(from), free(to), free(data);
+    cudaGraphDestroy(g);
+    return prog;
+}
+
+static int check_pdl_chain(kg_matmul_ctx *ctx, int M, uint64_t seed)
+{
+    pdl_chain c;
+    memset(&c, 0, sizeof c);
+    c.M = M, c.N = 896, c.NH = 40000, c.links = 24;
+    const size_t nc = (size_t)M * c.N, nw = (size_t)c.N * c.N, nh = (size_t)c.NH * c.N,
+                 nl = (size_t)c.links * M * c.NH;
+    float *h = (float *)malloc(nh * 4);
     kc_fill(h, nw, seed, -0.05f, 0.05f);
-    kg_bf16 *W = kc_to_dev_bf(h, nw);
-    kc_fill(h, N, seed + 1, 0.5f, 1.5f);
-    kg_bf16 *norm_w = kc_to_dev_bf(h, N);
-    kc_fill(h, nc, seed + 2, -1, 1);
-    kg_bf16 *C0 = kc_to_dev_bf(h, nc), *C, *y, *plain;
-    KC_CUDA(cudaMalloc((void **)&C, nc * sizeof(kg_bf16)));
-    KC_CUDA(cudaMalloc((void **)&y, nc * sizeof(kg_bf16)));
-    KC_CUDA(cudaMalloc((void **)&plain, nc * sizeof(kg_bf16)));
+    c.W = kc_to_dev_bf(h, nw);
+    kc_fill(h, nw, seed + 1, -0.05f, 0.05f);
+    c.Wg = kc_to_dev_bf(h, nw);
+    kc_fill(h, nw, seed + 2, -0.05f, 0.05f);
+    c.Wu = kc_to_dev_bf(h, nw);
+    kc_fill(h, nh, seed + 3, -0.05f, 0.05f);
+    c.Wh = kc_to_dev_bf(h, nh);
+    kc_fill(h, c.N, seed + 4, 0.5f, 1.5f);
+    c.norm_w = kc_to_dev_bf(h, c.N);
+    kc_fill(h, nc, seed + 5, -1, 1);
+    c.C0 = kc_to_dev_bf(h, nc);
+    kg_bf16 **bufs[6] = {&c.C, &c.y, &c.y2, &c.gate, &c.up, &c.h};
+    for (int i = 0; i < 6; i++)
+        KC_CUDA(cudaMalloc((void **)bufs[i], nc * sizeof(kg_bf16)));
+    kg_bf16 *plain_C, *plain_lg;
+    KC_CUDA(cudaMalloc((void **)&c.lg, nl * sizeof(kg_bf16)));
+    KC_CUDA(cudaMalloc((void **)&plain_C, nc * sizeof(kg_bf16)));
+    KC_CUDA(cudaMalloc((void **)&plain_lg, nl * sizeof(kg_bf16)));
     cudaStream_t s; /* a stream of its own, as the decoder's */
     KC_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    run_chain(ctx, plain, y, W, norm_w, C0, M, N, links, s);
+    run_chain(ctx, &c, s);
+    KC_CUDA(cudaStreamSynchronize(s));
+    KC_CUDA(cudaMemcpy(plain_C, c.C, nc * sizeof(kg_bf16), cudaMemcpyDeviceToDevice));
+    KC_CUDA(cudaMemcpy(plain_lg, c.lg, nl * sizeof(kg_bf16), cudaMemcpyDeviceToDevice));
     int ok = 1;
     for (int rep = 0; rep < 3 && ok; rep++) {
+        KC_CUDA(cudaMemset(c.lg, 0, nl * sizeof(kg_bf16)));
         const int was = kg_programmatic_launch(1);
-        run_chain(ctx, C, y, W, norm_w, C0, M, N, links, s);
+        run_chain(ctx, &c, s);
         kg_programmatic_launch(was);
-        ok = kc_dev_bf_equal(C, plain, nc);
+        KC_CUDA(cudaStreamSynchronize(s));
+        ok = kc_dev_bf_equal(c.C, plain_C, nc) && kc_dev_bf_equal(c.lg, plain_lg, nl);
     }
-    printf("%-4s rmsnorm + small-M matmul chain (%d links, M %d N %d) under programmatic "
-           "dependent launch = plain launches, bitwise, 3 runs\n",
-           ok ? "ok" : "FAIL", links, M, N);
+    const size_t prog = programmatic_edges(ctx, &c, s);
+    printf("%-4s rmsnorm / wide LM-head / normed gate-up / down chain (%d links, M %d) under "
+           "programmatic dependent launch = plain launches, bitwise, 3 runs\n",
+           ok ? "ok" : "FAIL", c.links, M);
+    printf("%-4s a link captured under programmatic dependent launch has programmatic edges "
+           "(%zu)\n",
+           prog >= 3 ? "ok" : "FAIL", prog);
     free(h);
     cudaStreamDestroy(s);
-    cudaFree(W), cudaFree(norm_w), cudaFree(C0), cudaFree(C), cudaFree(y), cudaFree(plain);
-    return ok;
+    kg_bf16 *all[] = {c.W,  c.Wh,   c.Wg, c.Wu, c.norm_w, c.C0,    c.C,     c.y,
+                      c.y2, c.gate, c.up, c.h,  c.lg,     plain_C, plain_lg};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        cudaFree(all[i]);
+    return ok && prog >= 3;
 }
 
 /* The small-M path computes each row the same way whatever M is (decoding compares a sequence
@@ -226,6 +287,7 @@ static int check_fused_equal_separate(kg_matmul_ctx *ctx, int M, const fused_sha
     kg_matmul_part qkv[3];
     for (int i = 0; i < 3; i++)
         qkv[i] = {o[i], Wp[i], bias[i], sh->N[i]};
+    KC_CUDA(cudaMemset(y, 0xff, (size_t)M * K * sizeof(kg_bf16))); /* NaNs until written */
     KC_CUDA(kg_matmul_parts(ctx, norm ? X_in : X, norm ? &nrm : NULL, qkv, 3, M, K, 0));
     int parts = 1, glu = 1;
     KC_CUDA(cudaDeviceSynchronize());
@@ -333,8 +395,8 @@ int main(void)
     ok &= check_case(ctx, 3, 32771, 72, 0, 1, 1, 0.0f, seed++);
     ok &= check_case(ctx, 2, 40001, 8, 0, 1, 0, 1.0f, seed++);
     ok &= check_rows_batch_independent(ctx, 151936, 896, seed++);
-    ok &= check_pdl_chain(ctx, 1, 896, seed++);
-    ok &= check_pdl_chain(ctx, 3, 896, seed++);
+    ok &= check_pdl_chain(ctx, 1, seed++);
+    ok &= check_pdl_chain(ctx, 3, seed++);
     /* the Qwen2.5-0.5B layer; part widths not multiples of a block's 4 columns (a part's last
      * block half empty, the next part's first block right after it); a misaligned part */
     const fused_shape fused[4] = {{{896, 128, 128}, 4864, 896, 0},
@@ -354,10 +416,13 @@ int main(void)
     KC_CUDA(cudaMalloc((void **)&d, 64));
     const kg_matmul_part one_part = {d, d, NULL, 4};
     const kg_matmul_norm no_y = {d, 1e-6f, NULL}, no_w = {NULL, 1e-6f, d};
+    const kg_matmul_norm y_is_x = {d, 1e-6f, d}, bad_eps = {d, -1.0f, d + 8};
     int errs =
         kg_matmul_parts(ctx, d, &no_y, &one_part, 1, 1, 8, 0) == cudaErrorInvalidValue &&
         kg_matmul_parts(ctx, d, &no_w, &one_part, 1, 1, 8, 0) == cudaErrorInvalidValue &&
         kg_matmul_swiglu(ctx, d, d, d, d, &no_y, d, d, 1, 4, 8, 0) == cudaErrorInvalidValue &&
+        kg_matmul_parts(ctx, d, &y_is_x, &one_part, 1, 1, 8, 0) == cudaErrorInvalidValue &&
+        kg_matmul_parts(ctx, d, &bad_eps, &one_part, 1, 1, 8, 0) == cudaErrorInvalidValue &&
         kg_matmul(ctx, d, d, d, NULL, 0, 4, 4, 0, 0, 0.0f, 0) == cudaErrorInvalidValue &&
         kg_matmul(ctx, d, d, d, NULL, 4, 4, -1, 0, 0, 0.0f, 0) == cudaErrorInvalidValue &&
         kg_matmul(ctx, d, d, d, d, 4, 4, 4, 0, 0, 1.0f, 0) == cudaErrorInvalidValue &&
