@@ -71,6 +71,14 @@ enum { STEP_NEW, STEP_SEEN, STEP_READY, STEP_NO_GRAPH };
 
 /* ---- creation ---- */
 
+/* Programmatic launch inside steps unless KGYM_DECODE_PDL=0: the switch for every user of the
+ * decoder (the trainer's rollouts too), without a rebuild, should a driver or GPU misbehave. */
+static bool pdl_default(void)
+{
+    const char *v = getenv("KGYM_DECODE_PDL");
+    return !(v && strcmp(v, "0") == 0);
+}
+
 #define TAKE(type, n) ((type *)pg_take(base, used, (size_t)(n) * sizeof(type)))
 
 /* Lays out the scratch for T tokens and R rows from base (NULL: counts into *used). */
@@ -140,7 +148,7 @@ int pol_gpu_dec_create(pol_gpu_dec **out, pol_gpu *g, int n_slots, int max_len, 
                          n_slots, max_len, max_tokens);
     pol_gpu_dec *d = calloc(1, sizeof *d);
     if (!d || (d->g = g, d->n_slots = n_slots, d->max_len = max_len, d->max_tokens = max_tokens,
-               d->graphs = true, d->pdl = true, alloc_host(d) != 0)) {
+               d->graphs = true, d->pdl = pdl_default(), alloc_host(d) != 0)) {
         pol_gpu_dec_free(d);
         return text_fail(err, errcap, "decode_gpu: out of host memory");
     }

@@ -63,10 +63,10 @@ int pol_gpu_dec_append(pol_gpu_dec *d, const int32_t *slots, const int32_t *ids,
  * prompt, replays a graph captured at the second step of that n instead of launching every kernel.
  * The results are bitwise those without (the same kernels, arguments and order). */
 void pol_gpu_dec_set_graphs(pol_gpu_dec *d, bool on);
-/* Programmatic dependent launch of a step's kernels (on by default; off: kgym-policy-cuda bench
- * --no-pdl): each kernel may start while the one before it finishes (kernels/launch.cuh), the
- * small-M matmuls streaming their first weights meanwhile. Bitwise the same results either way.
- * Changing it drops the graphs captured so far. */
+/* Programmatic dependent launch of a step's kernels (on by default, off with KGYM_DECODE_PDL=0
+ * in the environment; kgym-policy-cuda bench --no-pdl): each kernel may start while the one before
+ * it finishes (kernels/launch.cuh), the small-M matmuls streaming their first weights meanwhile.
+ * Bitwise the same results either way. Changing it drops the graphs captured so far. */
 void pol_gpu_dec_set_pdl(pol_gpu_dec *d, bool on);
 /* What the graphs did since the decoder was made: token counts captured, steps replayed, and
  * captures or launches refused (those counts run without a graph from then on). */
