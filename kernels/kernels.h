@@ -54,15 +54,16 @@ typedef struct {
     int N;
 } kg_matmul_part;
 /* An RMSNorm in front of the products of kg_matmul_parts and kg_matmul_swiglu (norm non-NULL):
- * X is then the norm's input, y = rmsnorm(X) * w [M, K] (kg_rmsnorm_forward's bits; rstd is not
- * kept) is written to y, and the products are of y. At M <= 8 with K <= 2048 and 16-byte aligned
- * X, y and w, the norm rides on the products' launch (each block normalises the rows itself,
- * with kg_rmsnorm_forward's thread layout and order of addition); else kg_rmsnorm_forward runs
- * first. y must not overlap X or an output. */
+ * X is then the norm's input, y = rmsnorm(X) * w [M, K] (kg_rmsnorm_forward's bits) is written
+ * to y, and the products are of y. With rstd NULL (nothing kept for a backward), at M <= 8 with
+ * K <= 2048 and 16-byte aligned X, y and w, the norm rides on the products' launch (each block
+ * normalises the rows itself, with kg_rmsnorm_forward's thread layout and order of addition);
+ * else kg_rmsnorm_forward(y, rstd, X, ...) runs first. y must not overlap X or an output. */
 typedef struct {
     const kg_bf16 *w; /* [K] */
     float eps;
-    kg_bf16 *y; /* [M, K] */
+    kg_bf16 *y;  /* [M, K] */
+    float *rstd; /* [M] 1 / rms per row, or NULL */
 } kg_matmul_norm;
 cudaError_t kg_matmul_parts(kg_matmul_ctx *ctx, const kg_bf16 *X, const kg_matmul_norm *norm,
                             const kg_matmul_part *parts, int n_parts, int M, int K, cudaStream_t s);

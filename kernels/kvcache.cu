@@ -45,6 +45,7 @@
 #include "kernels/bf16_pack.cuh"
 #include "kernels/kernels.h"
 #include "kernels/launch.cuh"
+#include "kernels/warp_sum.cuh"
 
 /* one block per token t: copies its Hkv * hd values of k and v to [slot[t], pos[t]] */
 static __global__ void kv_write_kernel(__nv_bfloat16 *kc, __nv_bfloat16 *vc, const __nv_bfloat16 *k,
@@ -117,13 +118,6 @@ static __device__ __forceinline__ float warp_max(float x)
 {
     for (int o = 16; o > 0; o >>= 1)
         x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
-    return x;
-}
-
-static __device__ __forceinline__ float warp_sum(float x)
-{
-    for (int o = 16; o > 0; o >>= 1)
-        x += __shfl_xor_sync(0xffffffffu, x, o);
     return x;
 }
 

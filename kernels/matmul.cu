@@ -17,6 +17,7 @@
 #include "kernels/kernels.h"
 #include "kernels/launch.cuh"
 #include "kernels/swiglu_math.cuh"
+#include "kernels/warp_sum.cuh"
 
 struct kg_matmul_ctx {
     cublasLtHandle_t lt;
@@ -251,14 +252,6 @@ static __device__ __forceinline__ void sm_load_w(uint4 (&w)[R][COLS], const sm_p
                                  : make_uint4(0, 0, 0, 0);
 }
 
-static __device__ __forceinline__ float sm_warp_sum(float v)
-{
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
 /* x[8] (vector k8 of a row of X) normalised as rmsnorm_forward_kernel writes it (rs: the row's
  * 1 / rms), rounded to bf16: returned as floats in x and packed in *y. */
 static __device__ __forceinline__ void sm_norm_apply(const sm_args &a, int k8, float rs, float *x,
@@ -278,8 +271,8 @@ static __device__ __forceinline__ void sm_norm_apply(const sm_args &a, int k8, f
 
 /* 1 / rms of each of the M rows of X for the fused norm, as rmsnorm_forward_kernel computes it:
  * the block's threads are its own (one vector of 8 per thread, norm_fits), each sums the squares
- * of its vector in element order, then the block sums them as its block_sum does (warp
- * butterflies, the warps' sums in shared memory, a butterfly over them). Every thread gets all
+ * of its vector in element order, then the block sums them as its block_sum does (warp_sum,
+ * the warps' sums in shared memory, warp_sum over them). Every thread gets all
  * M; block 0 also writes the normalised rows to y (here, so the product loop stores nothing). */
 template <int M>
 static __device__ __forceinline__ void sm_norm_rows(const sm_args &a, float (&rs)[M])
@@ -297,14 +290,14 @@ static __device__ __forceinline__ void sm_norm_rows(const sm_args &a, float (&rs
             for (int i = 0; i < 8; i++)
                 ss += x[i] * x[i];
         }
-        ss = sm_warp_sum(ss);
+        ss = warp_sum(ss);
         if (lane == 0)
             red[m][warp] = ss;
     }
     __syncthreads();
 #pragma unroll
     for (int m = 0; m < M; m++) {
-        const float ss = sm_warp_sum(lane < warps ? red[m][lane] : 0.0f);
+        const float ss = warp_sum(lane < warps ? red[m][lane] : 0.0f);
         rs[m] = 1.0f / sqrtf(ss / (float)K + a.eps);
         if (blockIdx.x == 0 && k8 < K / 8) {
             float x[8];
@@ -391,9 +384,7 @@ static __global__ void __launch_bounds__(SM_MAX_WARPS * 32) small_m_kernel(sm_ar
         for (int c = 0; c < COLS; c++)
 #pragma unroll
             for (int m = 0; m < M; m++) {
-#pragma unroll
-                for (int o = 16; o > 0; o >>= 1)
-                    acc[r][c][m] += __shfl_xor_sync(0xffffffffu, acc[r][c][m], o);
+                acc[r][c][m] = warp_sum(acc[r][c][m]);
                 if (lane == 0)
                     partial[warp][(r * COLS + c) * M + m] = acc[r][c][m];
             }
@@ -434,19 +425,18 @@ static bool small_m_enabled(void)
     return enabled;
 }
 
-/* Blocks of COLS = 4 past which a one-weight product takes COLS = 8 at M <= 4 (the LM head;
+/* The columns per block of a product of one weight at M <= 4 (small_m_launch_any asks only
+ * then): 8 from SM_WIDE_FROM_BLOCKS blocks of 4 on (the LM head;
  * the largest other decode product, the down projection's 896 columns, is 224 blocks).
  * KGYM_MATMUL_SM_COLS=4 or 8 forces one width, for measuring one against the other. */
 #define SM_WIDE_FROM_BLOCKS 8192
 
-static int small_m_cols(const sm_args &a, int M, int R)
+static int small_m_cols(const sm_args &a)
 {
     static const int forced = [] {
         const char *v = getenv("KGYM_MATMUL_SM_COLS");
         return v && strcmp(v, "8") == 0 ? SM_WIDE_COLS : v && strcmp(v, "4") == 0 ? SM_COLS : 0;
     }();
-    if (R != 1 || M > 4)
-        return SM_COLS;
     if (forced)
         return forced;
     int blocks = 0;
@@ -470,7 +460,7 @@ template <int M, int R> static cudaError_t small_m_launch_any(const sm_args &a, 
     if (a.norm_w) /* the fused norm takes the narrow blocks (its products: q/k/v, gate/up) */
         return small_m_launch<M, R, SM_COLS, true>(a, s);
     if constexpr (R == 1 && M <= 4)
-        if (small_m_cols(a, M, R) == SM_WIDE_COLS)
+        if (small_m_cols(a) == SM_WIDE_COLS)
             return small_m_launch<M, R, SM_WIDE_COLS>(a, s);
     return small_m_launch<M, R, SM_COLS>(a, s);
 }
@@ -588,12 +578,13 @@ static bool fused_norm_enabled(void)
     return enabled;
 }
 
-/* Whether the norm can ride on a small-M launch over X: one vector of 8 per thread in a block of
- * small_m_threads(K), which is then rmsnorm_forward_kernel's layout (its row_threads gives the
- * same count up to 256 vectors), and that kernel's vectorised path (16-byte aligned X, y, w). */
+/* Whether the norm can ride on a small-M launch over X: no rstd to keep, one vector of 8 per thread
+ * in a block of small_m_threads(K), which is then rmsnorm_forward_kernel's layout (its row_threads
+ * gives the same count up to 256 vectors), and that kernel's vectorised path (16-byte aligned X, y,
+ * w). */
 static bool norm_fits(const kg_bf16 *X, const kg_matmul_norm *norm, int K)
 {
-    return K % 8 == 0 && K / 8 <= SM_MAX_WARPS * 32 &&
+    return !norm->rstd && K % 8 == 0 && K / 8 <= SM_MAX_WARPS * 32 &&
            ((uintptr_t)X | (uintptr_t)norm->y | (uintptr_t)norm->w) % 16 == 0 &&
            fused_norm_enabled();
 }
@@ -620,7 +611,7 @@ static cudaError_t norm_first(const kg_bf16 **X, const kg_matmul_norm *norm,
         *fused = norm;
         return cudaSuccess;
     }
-    cudaError_t e = kg_rmsnorm_forward(norm->y, NULL, *X, norm->w, M, K, norm->eps, s);
+    cudaError_t e = kg_rmsnorm_forward(norm->y, norm->rstd, *X, norm->w, M, K, norm->eps, s);
     *X = norm->y;
     *small = parts_fit(*X, parts, n_parts, M, K);
     return e;

@@ -19,6 +19,7 @@
 #include "kernels/bf16_pack.cuh"
 #include "kernels/kernels.h"
 #include "kernels/launch.cuh"
+#include "kernels/warp_sum.cuh"
 
 typedef __nv_bfloat16 bf16;
 
@@ -58,14 +59,6 @@ template <int V> static __device__ __forceinline__ void store_bf(bf16 *p, const 
 }
 
 /* ---- reductions ---- */
-
-static __device__ __forceinline__ float warp_sum(float v)
-{
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
 
 /* The sum of v over the block, returned to every thread. blockDim.x is a multiple of 32 (at most
  * 1024) and every thread of the block must call it. red[32] is scratch; the leading barrier lets

@@ -228,16 +228,10 @@ int pg_qkv_forward(pg_run *r, const pg_layer_off *o, pg_layer_acts *A, int N, co
     const kg_matmul_part qkv[3] = {{qp, pg_w(g, o->wq), pg_w(g, o->bq), qd},
                                    {kp, pg_w(g, o->wk), pg_w(g, o->bk), kvd},
                                    {A->v, pg_w(g, o->wv), pg_w(g, o->bv), kvd}};
-    /* input_layernorm: inside the q/k/v launch when no rstd is kept (the decoder), else its
-     * own launch, keeping rstd1 for the backward */
-    const kg_matmul_norm norm = {pg_w(g, o->attn_norm), eps, A->xn1};
-    const bool fuse_norm = !A->rstd1;
-    if ((!fuse_norm &&
-         pg_ck(r, kg_rmsnorm_forward(A->xn1, A->rstd1, A->x_in, norm.w, N, d->D, eps, s),
-               "input_layernorm")) ||
-        pg_ck(r,
-              kg_matmul_parts(g->mm, fuse_norm ? A->x_in : A->xn1, fuse_norm ? &norm : NULL, qkv, 3,
-                              N, d->D, s),
+    /* input_layernorm in front (kg_matmul_norm): inside the q/k/v launch when no rstd is kept
+     * (the decoder), else its own launch keeping rstd1 for the backward */
+    const kg_matmul_norm norm = {pg_w(g, o->attn_norm), eps, A->xn1, A->rstd1};
+    if (pg_ck(r, kg_matmul_parts(g->mm, A->x_in, &norm, qkv, 3, N, d->D, s),
               "input_layernorm + q/k/v_proj"))
         return -1;
     if (qk && (pg_ck(r,
@@ -257,8 +251,9 @@ int pg_qkv_forward(pg_run *r, const pg_layer_off *o, pg_layer_acts *A, int N, co
                  "q/k rope");
 }
 
-/* The attention block: input norm and q/k/v (pg_qkv_forward), attention, then x_mid = x_in + att Wo^T (x_mid starts
- * as a copy of x_in and the o_proj product is accumulated into it). */
+/* The attention block: input norm and q/k/v (pg_qkv_forward), attention, then
+ * x_mid = x_in + att Wo^T (x_mid starts as a copy of x_in and the o_proj product is accumulated
+ * into it). */
 static int attn_block_forward(pg_run *r, const pg_layer_off *o, pg_layer_acts *A)
 {
     pol_gpu *g = r->g;
@@ -288,16 +283,11 @@ int pg_mlp_block_forward(pg_run *r, const pg_layer_off *o, pg_layer_acts *A, int
     const pol_dims *d = &g->d;
     cudaStream_t s = g->stream;
     size_t res_bytes = (size_t)N * d->D * sizeof(kg_bf16);
-    /* post_attention_layernorm: inside the gate/up launch when no rstd is kept (the decoder) */
-    const kg_matmul_norm norm = {pg_w(g, o->mlp_norm), g->cfg.rms_eps, A->xn2};
-    const bool fuse_norm = !A->rstd2;
-    if ((!fuse_norm &&
-         pg_ck(r, kg_rmsnorm_forward(A->xn2, A->rstd2, A->x_mid, norm.w, N, d->D, norm.eps, s),
-               "post_attention_layernorm")) ||
-        pg_ck(r,
-              kg_matmul_swiglu(g->mm, A->act, A->gate, A->up, fuse_norm ? A->x_mid : A->xn2,
-                               fuse_norm ? &norm : NULL, pg_w(g, o->w_gate), pg_w(g, o->w_up), N,
-                               d->F, d->D, s),
+    /* post_attention_layernorm in front, as pg_qkv_forward's (inside the launch without rstd2) */
+    const kg_matmul_norm norm = {pg_w(g, o->mlp_norm), g->cfg.rms_eps, A->xn2, A->rstd2};
+    if (pg_ck(r,
+              kg_matmul_swiglu(g->mm, A->act, A->gate, A->up, A->x_mid, &norm, pg_w(g, o->w_gate),
+                               pg_w(g, o->w_up), N, d->F, d->D, s),
               "post_attention_layernorm + gate_proj, up_proj, swiglu"))
         return -1;
     if (!out)

@@ -427,9 +427,10 @@ static void check_graphs(seq_case *c)
 
 /* Programmatic dependent launch (pol_gpu_dec_set_pdl, on by default) against the same
  * generations without it, with and without graphs: staggered prompts over 6 slots (steps of 1 to
- * 6 tokens, the small-M matmuls' wide and narrow blocks, prefills through cuBLASLt between
- * them), greedy and sampled. A kernel that touched its predecessor's output before its
- * pdl_wait would race, and its tokens or log-probs would differ in some run. */
+ * 6 tokens, prefills through cuBLASLt between them), greedy and sampled. The test models'
+ * vocabularies are too small for the wide LM-head blocks: test_matmul's PDL chain runs those. A
+ * kernel that touched its predecessor's output before its pdl_wait would race, and its tokens or
+ * log-probs would differ in some run. */
 static void check_pdl(seq_case *c)
 {
     enum { N = 10, SLOTS = 6, MAX_LEN = 48, LONGEST = 20 };

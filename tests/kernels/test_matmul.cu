@@ -98,7 +98,7 @@ typedef struct {
 static void run_chain(kg_matmul_ctx *ctx, pdl_chain *c, cudaStream_t s)
 {
     const int M = c->M, N = c->N;
-    const kg_matmul_norm norm = {c->norm_w, 1e-6f, c->y2};
+    const kg_matmul_norm norm = {c->norm_w, 1e-6f, c->y2, NULL};
     KC_CUDA(
         cudaMemcpyAsync(c->C, c->C0, (size_t)M * N * sizeof(kg_bf16), cudaMemcpyDeviceToDevice, s));
     for (int i = 0; i < c->links; i++) {
@@ -255,7 +255,8 @@ typedef struct {
  * kg_matmul_swiglu = two kg_matmul then kg_swiglu_forward, bit for bit (M > 8: the fallback).
  * With norm, both take an RMSNorm in front (kg_matmul_norm: inside their launch at M <= 8 and
  * K <= 2048, else a launch of its own) and must give the bits of kg_rmsnorm_forward followed by
- * the separate calls, the norm's output included. */
+ * the separate calls, the norm's output included. norm 2 also keeps rstd (never fused): it must
+ * be kg_rmsnorm_forward's too. */
 static int check_fused_equal_separate(kg_matmul_ctx *ctx, int M, const fused_shape *sh, int norm,
                                       uint64_t seed)
 {
@@ -264,10 +265,13 @@ static int check_fused_equal_separate(kg_matmul_ctx *ctx, int M, const fused_sha
     kg_bf16 *norm_w = dev_random((size_t)K, seed + 9), *y = dev_alloc((size_t)M * K),
             *y_ref = dev_alloc((size_t)M * K);
     const float eps = 1e-6f;
+    float *rstd, *rstd_ref;
+    KC_CUDA(cudaMalloc((void **)&rstd, (size_t)M * sizeof(float)));
+    KC_CUDA(cudaMalloc((void **)&rstd_ref, (size_t)M * sizeof(float)));
     if (norm) /* the separate calls' input: the norm's output */
-        KC_CUDA(kg_rmsnorm_forward(y_ref, NULL, X_in, norm_w, M, K, eps, 0));
+        KC_CUDA(kg_rmsnorm_forward(y_ref, rstd_ref, X_in, norm_w, M, K, eps, 0));
     const kg_bf16 *X = norm ? y_ref : X_in;
-    const kg_matmul_norm nrm = {norm_w, eps, y};
+    const kg_matmul_norm nrm = {norm_w, eps, y, norm == 2 ? rstd : NULL};
     for (int i = 0; i < 3; i++) {
         W[i] = dev_random((size_t)sh->N[i] * K + (i == 1 ? sh->w1_off : 0), seed + 1 + i);
         bias[i] = dev_random((size_t)sh->N[i], seed + 4 + i);
@@ -293,6 +297,12 @@ static int check_fused_equal_separate(kg_matmul_ctx *ctx, int M, const fused_sha
     KC_CUDA(cudaDeviceSynchronize());
     if (norm) /* each call writes the norm's output: the parts' first, the SwiGLU's below */
         parts &= kc_dev_bf_equal(y, y_ref, (size_t)M * K);
+    if (norm == 2) {
+        float got[16], want[16]; /* M <= 11 */
+        KC_CUDA(cudaMemcpy(got, rstd, (size_t)M * sizeof(float), cudaMemcpyDeviceToHost));
+        KC_CUDA(cudaMemcpy(want, rstd_ref, (size_t)M * sizeof(float), cudaMemcpyDeviceToHost));
+        parts &= memcmp(got, want, (size_t)M * sizeof(float)) == 0;
+    }
     KC_CUDA(cudaMemset(y, 0xff, (size_t)M * K * sizeof(kg_bf16)));
     KC_CUDA(kg_matmul_swiglu(ctx, o[5], o[3], o[4], norm ? X_in : X, norm ? &nrm : NULL, Wg, Wu, M,
                              F, K, 0));
@@ -303,7 +313,7 @@ static int check_fused_equal_separate(kg_matmul_ctx *ctx, int M, const fused_sha
         parts &= kc_dev_bf_equal(o[i], r[i], n[i]);
     for (int i = 3; i < 6; i++)
         glu &= kc_dev_bf_equal(o[i], r[i], n[i]);
-    const char *pre = norm ? "rmsnorm + " : "";
+    const char *pre = norm == 2 ? "rmsnorm (rstd kept) + " : norm ? "rmsnorm + " : "";
     printf("%-4s %smatmul_parts q/k/v = %sthree kg_matmul, bitwise (M %d N %d/%d/%d K %d%s)\n",
            parts ? "ok" : "FAIL", norm ? "normed " : "", pre, M, sh->N[0], sh->N[1], sh->N[2], K,
            sh->w1_off ? ", k's weight misaligned" : "");
@@ -314,6 +324,7 @@ static int check_fused_equal_separate(kg_matmul_ctx *ctx, int M, const fused_sha
         cudaFree(all[i]);
     for (int i = 0; i < 6; i++)
         cudaFree(o[i]), cudaFree(r[i]);
+    cudaFree(rstd), cudaFree(rstd_ref);
     return parts && glu;
 }
 
@@ -406,7 +417,7 @@ int main(void)
     const int fused_m[4] = {1, 5, 8, 11}; /* the small-M path's (8: its largest), cuBLASLt's */
     for (int f = 0; f < 4; f++)
         for (int i = 0; i < 4; i++)
-            for (int norm = 0; norm < 2; norm++)
+            for (int norm = 0; norm < 3; norm++)
                 ok &= check_fused_equal_separate(ctx, fused_m[i], &fused[f], norm, seed += 10);
     ok &= check_f32out(ctx, 896, 4864, 64, 1, 0, seed++); /* dW += dY^T X in fp32 */
     ok &= check_f32out(ctx, 37, 53, 71, 0, 1, seed++);
@@ -415,8 +426,8 @@ int main(void)
     kg_bf16 *d;
     KC_CUDA(cudaMalloc((void **)&d, 64));
     const kg_matmul_part one_part = {d, d, NULL, 4};
-    const kg_matmul_norm no_y = {d, 1e-6f, NULL}, no_w = {NULL, 1e-6f, d};
-    const kg_matmul_norm y_is_x = {d, 1e-6f, d}, bad_eps = {d, -1.0f, d + 8};
+    const kg_matmul_norm no_y = {d, 1e-6f, NULL, NULL}, no_w = {NULL, 1e-6f, d, NULL};
+    const kg_matmul_norm y_is_x = {d, 1e-6f, d, NULL}, bad_eps = {d, -1.0f, d + 8, NULL};
     int errs =
         kg_matmul_parts(ctx, d, &no_y, &one_part, 1, 1, 8, 0) == cudaErrorInvalidValue &&
         kg_matmul_parts(ctx, d, &no_w, &one_part, 1, 1, 8, 0) == cudaErrorInvalidValue &&
