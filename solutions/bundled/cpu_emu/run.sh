@@ -104,3 +104,7 @@ EMU_CP_EARLY=1 "$TMP/test_gemm_groupnorm_hardswish" 40 320 164 5 || fail=1
 "$TMP/test_conv_transpose2d_bias_tanh" 1 5 3 4 3 4 2 1 0 tc || { echo "cpu_emu: FAILURES (conv_transpose2d_bias_tanh)"; exit 1; }
 "$TMP/test_conv2d_groupnorm_silu" 1 6 3 8 6 2 3 tc || { echo "cpu_emu: FAILURES (conv2d_groupnorm_silu)"; exit 1; }
 echo "cpu_emu: conv solutions match"
+# the level-3 solutions: each has its own script (qkv GEMM / causal flash attention / proj GEMM;
+# fused conv + ReLU + max-pool and the split-K Linear)
+"$HERE/run_causal_self_attention.sh"
+"$HERE/run_conv_relu_maxpool_linear.sh"
