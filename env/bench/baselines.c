@@ -9,11 +9,19 @@
  *      hit: the server runs up to 3 per GPU under shared leases of their own class, whose
  *      judges start side by side and take turns at the GPU (a per-GPU timing lock), so the
  *      GPU's time goes to timing and not to interpreters starting. Each result is written to
- *      the file as it comes: a killed run resumes. */
+ *      the file as it comes: a killed run resumes.
+ * The file is this command's alone while it runs (an flock on FILE.lock), and holds the figures
+ * of one variant, device and torch version: a file that does not parse, or was measured
+ * elsewhere, is refused and never rewritten. */
+#include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "bench/common.h"
 #include "bench/http.h"
@@ -31,9 +39,13 @@ typedef struct phase {
     json_t *oom_tasks;    /* warm-ups: this batch's tasks that ran out of GPU memory */
     json_t *file;         /* measurements: the output document, updated as results come */
     const char *out_file;
+    atomic_int *stop_rc; /* set (an exit status) when the whole command must stop at once */
     double t0_ms;
     pthread_mutex_t lock;
 } phase;
+
+/* The file-level fields that say where the figures were measured; a file holds one of each. */
+static const char *const SETUP_KEYS[] = {"device_name", "torch_version"};
 
 /* The record kept per task in the output file. */
 static json_t *measurement_record(const json_t *task, const json_t *reply)
@@ -57,17 +69,62 @@ static json_t *measurement_record(const json_t *task, const json_t *reply)
     return rec;
 }
 
-/* Under the lock: a measurement joins the file, which is rewritten at once. */
-static void keep_measurement(phase *p, const json_t *task, const json_t *reply)
+static const char *string_or(const json_t *v, const char *fallback)
 {
+    return json_is_string(v) ? json_string_value(v) : fallback;
+}
+
+/* Under the lock: whether the reply was measured on the device and torch version of the
+ * figures the file holds already (a file whose fields are not set yet takes any). Figures of
+ * two devices in one file would pass for each other: it is refused, with the reason printed. */
+static bool same_setup_as_file(const phase *p, const json_t *reply)
+{
+    for (size_t k = 0; k < sizeof SETUP_KEYS / sizeof SETUP_KEYS[0]; k++) {
+        const json_t *have = json_object_get(p->file, SETUP_KEYS[k]);
+        const json_t *got = json_object_get(reply, SETUP_KEYS[k]);
+        if (have && !json_equal(have, got)) {
+            if (atomic_load(p->stop_rc) != 0)
+                return false; /* a measurement in flight beside the first: said already */
+            fprintf(stderr,
+                    "kgym-bench: %s holds baselines with %s \"%s\", but this server measures "
+                    "with \"%s\": not mixed into it (use another --file)\n",
+                    p->out_file, SETUP_KEYS[k], string_or(have, "?"), string_or(got, "unknown"));
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Under the lock: a measurement joins the file, which is rewritten at once. false when it was
+ * not kept (*p->stop_rc is set then: the command stops). */
+static bool keep_measurement(phase *p, const json_t *task, const json_t *reply)
+{
+    if (!same_setup_as_file(p, reply)) {
+        atomic_store(p->stop_rc, EXIT_SETUP);
+        return false;
+    }
     json_t *have = json_object_get(p->file, "tasks");
     json_object_set_new(have, json_string_value(json_object_get(task, "task_id")),
                         measurement_record(task, reply));
-    json_object_set(p->file, "device_name", json_object_get(reply, "device_name"));
-    json_object_set(p->file, "torch_version", json_object_get(reply, "torch_version"));
+    for (size_t k = 0; k < sizeof SETUP_KEYS / sizeof SETUP_KEYS[0]; k++)
+        if (json_object_get(reply, SETUP_KEYS[k]))
+            json_object_set(p->file, SETUP_KEYS[k], json_object_get(reply, SETUP_KEYS[k]));
     json_object_set_new(p->file, "variant", json_string(p->o->variant));
-    if (bench_write_json(p->out_file, p->file) != 0)
-        fprintf(stderr, "kgym-bench: cannot write %s\n", p->out_file);
+    if (bench_write_json(p->out_file, p->file) != 0) {
+        /* every later measurement would be lost the same way (a full disk, a removed folder) */
+        fprintf(stderr, "kgym-bench: cannot write %s: %s; stopping\n", p->out_file,
+                strerror(errno));
+        json_object_del(have, json_string_value(json_object_get(task, "task_id")));
+        atomic_store(p->stop_rc, EXIT_INFRA);
+        return false;
+    }
+    return true;
+}
+
+/* Whether no new task may start: an interrupt, or a measurement the file could not keep. */
+static bool must_stop(const phase *p)
+{
+    return bench_stopping() || atomic_load(p->stop_rc) != 0;
 }
 
 /* Under the lock: one progress line. */
@@ -107,6 +164,11 @@ static void one_task(phase *p, bench_http *h, const json_t *task, const json_t *
     long st = bench_http_json(h, "POST", path, body, &reply, err, sizeof err);
     bool ok = st == 200 && reply;
     pthread_mutex_lock(&p->lock);
+    if (ok && !p->warmup && !keep_measurement(p, task, reply)) {
+        pthread_mutex_unlock(&p->lock); /* not kept: said why, and the command stops */
+        json_decref(reply);
+        return;
+    }
     if (ok) {
         p->done++;
         if (p->warmup && bench_warmup_out_of_memory(reply)) {
@@ -114,8 +176,6 @@ static void one_task(phase *p, bench_http *h, const json_t *task, const json_t *
             if (p->oom_tasks)
                 json_array_append(p->oom_tasks, (json_t *)task);
         }
-        if (!p->warmup)
-            keep_measurement(p, task, reply);
     } else {
         p->failed++;
         /* a failed warm-up costs only time: the measurement compiles by itself */
@@ -136,7 +196,7 @@ static void *phase_worker(void *arg)
     for (; h && body;) {
         pthread_mutex_lock(&p->lock);
         size_t i = p->next;
-        bool go = i < p->end && !bench_stopping();
+        bool go = i < p->end && !must_stop(p);
         if (go)
             p->next++;
         pthread_mutex_unlock(&p->lock);
@@ -169,7 +229,7 @@ static void run_phase(phase *p, size_t begin, size_t end, int jobs)
 static void retry_alone(phase *warm, size_t *retried, size_t *still_oom)
 {
     size_t n = json_array_size(warm->oom_tasks);
-    if (n == 0 || bench_stopping())
+    if (n == 0 || must_stop(warm))
         return;
     if (!warm->o->quiet)
         fprintf(stderr,
@@ -181,6 +241,7 @@ static void retry_alone(phase *warm, size_t *retried, size_t *still_oom)
                   .warmup = true,
                   .label = "warm-up alone",
                   .todo = warm->oom_tasks,
+                  .stop_rc = warm->stop_rc,
                   .t0_ms = text_mono_ms()};
     pthread_mutex_init(&solo.lock, NULL);
     run_phase(&solo, 0, n, 1);
@@ -190,42 +251,93 @@ static void retry_alone(phase *warm, size_t *retried, size_t *still_oom)
     json_array_clear(warm->oom_tasks);
 }
 
-/* The output file as it stands (resumable), or a new document. */
-static json_t *load_file(const char *out_file)
+/* The output file as it stands (to resume from), or a new document when there is none yet.
+ * -1 when it exists but is not a baselines document: it is never overwritten then, since one
+ * stray comma from a hand edit would otherwise cost every figure it holds. */
+static int load_file(const char *path, json_t **out, char *err, size_t errcap)
 {
-    json_t *file = json_load_file(out_file, 0, NULL);
+    *out = NULL;
+    struct stat st;
+    if (stat(path, &st) != 0 && errno == ENOENT) {
+        *out = json_pack("{s:{}}", "tasks");
+        return 0;
+    }
+    json_error_t e;
+    json_t *file = json_load_file(path, 0, &e);
+    if (!file)
+        return text_fail(err, errcap,
+                         "%s: cannot read it as JSON (%s, line %d); it is left as it is: repair "
+                         "or restore it, or use another --file",
+                         path, e.text, e.line);
     if (!json_is_object(file) || !json_is_object(json_object_get(file, "tasks"))) {
         json_decref(file);
-        file = json_pack("{s:{}}", "tasks");
+        return text_fail(err, errcap,
+                         "%s is not a baselines file (no \"tasks\" object); it is left as it "
+                         "is: use another --file",
+                         path);
     }
-    return file;
+    *out = file;
+    return 0;
 }
 
-int bench_baselines(const bench_opts *o, const char *out_file)
+/* A file holds the figures of one variant: CPU figures in a GPU file would pass for GPU ones
+ * (and a CPU run would skip every task the GPU file holds). */
+static int check_variant(const json_t *file, const char *path, const char *variant, char *err,
+                         size_t errcap)
 {
-    bench_install_signals();
-    bench_server sc;
-    if (bench_make_dirs(o->out_dir) != 0) {
-        fprintf(stderr, "kgym-bench: cannot create %s\n", o->out_dir);
-        return EXIT_SETUP;
+    const json_t *have = json_object_get(file, "variant");
+    if (have && !(json_is_string(have) && strcmp(json_string_value(have), variant) == 0))
+        return text_fail(err, errcap,
+                         "%s holds baselines of variant \"%s\", not of this run's --variant %s: "
+                         "use another --file",
+                         path, string_or(have, "?"), variant);
+    return 0;
+}
+
+/* Takes FILE.lock for the whole command (two runs on one file would each rewrite it from their
+ * own copy, and the last writer's would drop the other's figures), then reads the file. Returns
+ * the lock's fd, or -1 (printed). */
+static int open_output_file(const bench_opts *o, const char *out_file, json_t **file)
+{
+    char lock_path[PATH_MAX], what[PATH_MAX + 32], err[PATH_MAX + 256];
+    if (!text_fmt(lock_path, sizeof lock_path, "%s.lock", out_file)) {
+        fprintf(stderr, "kgym-bench: --file %s: the path is too long\n", out_file);
+        return -1;
     }
-    if (bench_server_connect(o, &sc) != 0)
-        return EXIT_SETUP;
-    int rc = EXIT_SETUP;
-    bench_http *h = bench_http_new(sc.url, o->task_timeout_s);
-    json_t *sel = h ? bench_fetch_tasks(h, o) : NULL;
-    json_t *file = load_file(out_file);
-    if (!sel)
-        goto out;
-    json_t *todo = json_array(), *have = json_object_get(file, "tasks");
+    text_fmt(what, sizeof what, "the baselines file %s", out_file);
+    int lock_fd = bench_lock_exclusive(lock_path, what, err, sizeof err);
+    if (lock_fd >= 0 && (load_file(out_file, file, err, sizeof err) != 0 ||
+                         check_variant(*file, out_file, o->variant, err, sizeof err) != 0)) {
+        close(lock_fd);
+        lock_fd = -1;
+    }
+    if (lock_fd < 0) {
+        fprintf(stderr, "kgym-bench: %s\n", err);
+        json_decref(*file);
+        *file = NULL;
+    }
+    return lock_fd;
+}
+
+/* The selected tasks the file does not hold yet. */
+static json_t *tasks_to_measure(const json_t *sel, const json_t *have)
+{
+    json_t *todo = json_array();
     size_t i;
     json_t *t;
-    json_array_foreach(
-        sel, i, t) if (!json_object_get(have, json_string_value(json_object_get(t, "task_id"))))
-        json_array_append(todo, t);
-    fprintf(stderr, "kgym-bench: %zu tasks selected, %zu in %s already, %zu to measure\n",
-            json_array_size(sel), json_array_size(sel) - json_array_size(todo), out_file,
-            json_array_size(todo));
+    json_array_foreach(sel, i, t)
+    {
+        if (!json_object_get(have, json_string_value(json_object_get(t, "task_id"))))
+            json_array_append(todo, t);
+    }
+    return todo;
+}
+
+/* Warm-ups then measurements over todo, batch by batch, and the closing lines. Returns the
+ * exit status. */
+static int measure(const bench_opts *o, const char *url, bench_http *h, json_t *todo, json_t *file,
+                   const char *out_file)
+{
     /* by default per GPU: 3 measurements (as many as the server overlaps: one timing while
      * the next ones start) and 2 warm-ups */
     int gpus = bench_default_jobs(h, o);
@@ -235,19 +347,22 @@ int bench_baselines(const bench_opts *o, const char *out_file)
      * did in ~90 tasks since (the server admits up to 4 for other clients) */
     int warm_jobs = o->warmup_jobs >= 0 ? o->warmup_jobs : 2 * gpus;
     size_t n = json_array_size(todo), batch = (size_t)(warm_jobs > jobs ? 2 * warm_jobs : 2 * jobs);
+    atomic_int stop_rc = 0;
     phase warm = {.o = o,
-                  .url = sc.url,
+                  .url = url,
                   .warmup = true,
                   .label = "warm-up",
                   .todo = todo,
                   .oom_tasks = json_array(),
+                  .stop_rc = &stop_rc,
                   .t0_ms = text_mono_ms()};
     phase meas = {.o = o,
-                  .url = sc.url,
+                  .url = url,
                   .label = "measure",
                   .todo = todo,
                   .file = file,
                   .out_file = out_file,
+                  .stop_rc = &stop_rc,
                   .t0_ms = text_mono_ms()};
     pthread_mutex_init(&warm.lock, NULL);
     pthread_mutex_init(&meas.lock, NULL);
@@ -257,33 +372,69 @@ int bench_baselines(const bench_opts *o, const char *out_file)
                 "then measurements (%d at a time)\n",
                 batch, warm_jobs, jobs);
     size_t retried = 0, still_oom = 0;
-    for (size_t b = 0; b < n && !bench_stopping(); b += batch) {
+    for (size_t b = 0; b < n && !must_stop(&meas); b += batch) {
         size_t e = b + batch < n ? b + batch : n;
         if (warm_jobs > 0)
             run_phase(&warm, b, e, warm_jobs);
         if (warm_jobs > 1)
             retry_alone(&warm, &retried, &still_oom);
-        if (!bench_stopping())
+        if (!must_stop(&meas))
             run_phase(&meas, b, e, jobs);
     }
     pthread_mutex_destroy(&warm.lock);
     pthread_mutex_destroy(&meas.lock);
-    json_decref(todo);
     json_decref(warm.oom_tasks);
     fprintf(stderr, "kgym-bench: %zu measured, %zu failed (%zu warm-ups failed), %zu in %s\n",
-            meas.done, meas.failed, warm.failed, json_object_size(have), out_file);
+            meas.done, meas.failed, warm.failed, json_object_size(json_object_get(file, "tasks")),
+            out_file);
     if (warm.out_of_memory)
         fprintf(stderr,
                 "kgym-bench: %zu warm-ups ran out of GPU memory beside the others; %zu retried "
                 "alone, of which %zu ran out again (their measurements compiled by themselves)\n",
                 warm.out_of_memory, retried, still_oom);
-    rc = bench_stopping() ? EXIT_INTERRUPTED : meas.failed ? EXIT_INFRA : EXIT_OK;
-    if (rc == EXIT_INTERRUPTED)
+    if (atomic_load(&stop_rc) != 0)
+        return atomic_load(&stop_rc);
+    if (bench_stopping()) {
         fprintf(stderr, "kgym-bench: interrupted; run the same command again to resume\n");
-out:
+        return EXIT_INTERRUPTED;
+    }
+    return meas.failed ? EXIT_INFRA : EXIT_OK;
+}
+
+int bench_baselines(const bench_opts *o, const char *out_file)
+{
+    bench_install_signals();
+    if (bench_make_dirs(o->out_dir) != 0) {
+        fprintf(stderr, "kgym-bench: cannot create %s: %s\n", o->out_dir, strerror(errno));
+        return EXIT_SETUP;
+    }
+    json_t *file = NULL;
+    int lock_fd = open_output_file(o, out_file, &file);
+    if (lock_fd < 0)
+        return EXIT_SETUP;
+    bench_server sc;
+    if (bench_server_connect(o, &sc) != 0) {
+        json_decref(file);
+        close(lock_fd);
+        return EXIT_SETUP;
+    }
+    int rc = EXIT_SETUP;
+    bench_http *h = bench_http_new(sc.url, o->task_timeout_s);
+    json_t *sel = h ? bench_fetch_tasks(h, o) : NULL;
+    if (sel && json_array_size(sel) == 0)
+        fprintf(stderr, "kgym-bench: no task selected (check --levels / --only)\n");
+    if (json_array_size(sel) > 0) {
+        json_t *todo = tasks_to_measure(sel, json_object_get(file, "tasks"));
+        fprintf(stderr, "kgym-bench: %zu tasks selected, %zu in %s already, %zu to measure\n",
+                json_array_size(sel), json_array_size(sel) - json_array_size(todo), out_file,
+                json_array_size(todo));
+        rc = measure(o, sc.url, h, todo, file, out_file);
+        json_decref(todo);
+    }
     json_decref(sel);
     json_decref(file);
     bench_http_free(h);
     bench_server_disconnect(&sc);
+    close(lock_fd); /* last: the file is written for good by now */
     return rc;
 }

@@ -9,10 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "bench/local_server.h"
+#include "trajectory.h"
 #include "util/text.h"
 
 static atomic_int g_stop; /* SIGINT/SIGTERM: finish the tasks in flight, start no new one */
@@ -59,8 +62,14 @@ void bench_install_signals(void)
 int bench_make_dirs(const char *path)
 {
     char p[PATH_MAX];
-    if (!text_fmt(p, sizeof p, "%s", path))
+    if (path[0] == '\0') { /* the loop below would start past the terminator */
+        errno = EINVAL;
         return -1;
+    }
+    if (!text_fmt(p, sizeof p, "%s", path)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
     for (char *s = p + 1; *s; s++) {
         if (*s == '/') {
             *s = '\0';
@@ -185,11 +194,39 @@ int bench_default_jobs(bench_http *h, const bench_opts *o)
     return n > 0 ? (int)n : 1;
 }
 
+/* Through write_file_atomic (a per-thread temp file, fdatasync'ed before the rename, the folder
+ * fsync'ed after it): a crash or power loss leaves the old file or the new one, never a
+ * truncated one, which the next run would refuse to read. */
 int bench_write_json(const char *path, const json_t *v)
 {
-    char tmp[PATH_MAX + 8];
-    text_fmt(tmp, sizeof tmp, "%s.tmp", path);
-    if (json_dump_file(v, tmp, JSON_INDENT(1) | JSON_REAL_PRECISION(8)) != 0)
+    char *text = json_dumps(v, JSON_INDENT(1) | JSON_REAL_PRECISION(8));
+    if (!text) {
+        errno = ENOMEM;
         return -1;
-    return rename(tmp, path);
+    }
+    int rc = write_file_atomic(path, text, strlen(text), DURABILITY_FSYNC);
+    free(text);
+    if (rc != 0) {
+        errno = -rc;
+        return -1;
+    }
+    return 0;
+}
+
+int bench_lock_exclusive(const char *lock_path, const char *what, char *err, size_t errcap)
+{
+    int fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return text_fail(err, errcap, "cannot open the lock file %s: %s", lock_path,
+                         strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+        return fd;
+    int e = errno;
+    close(fd);
+    if (e == EWOULDBLOCK)
+        return text_fail(err, errcap,
+                         "%s is in use by another kgym-bench (lock %s held); wait for it to "
+                         "finish or choose another one",
+                         what, lock_path);
+    return text_fail(err, errcap, "cannot lock %s: %s", lock_path, strerror(e));
 }

@@ -21,7 +21,7 @@
 void bench_install_signals(void);
 bool bench_stopping(void);
 
-/* mkdir -p. Returns 0 or -1 (errno set). */
+/* mkdir -p. Returns 0 or -1 (errno set; EINVAL for an empty path). */
 int bench_make_dirs(const char *path);
 
 typedef struct bench_server {
@@ -47,7 +47,14 @@ bool bench_warmup_out_of_memory(const json_t *reply);
 /* A number field, or NaN when absent or not a number. */
 double bench_num(const json_t *o, const char *k);
 
-/* Writes v to path through path.tmp and a rename. 0 or -1. */
+/* Writes v to path atomically and durably (a temp file beside it, fsync'ed, renamed over path,
+ * the folder fsync'ed). 0, or -1 with errno set. */
 int bench_write_json(const char *path, const json_t *v);
+
+/* Takes an exclusive lock on lock_path (created if missing; flock, so it goes with the process,
+ * a crash included) for one results folder or baselines file that two kgym-bench processes must
+ * not write at once. Returns the lock's fd (keep it open while writing), or -1 with a message in
+ * err naming what (`what`, e.g. "results folder X") is in use. */
+int bench_lock_exclusive(const char *lock_path, const char *what, char *err, size_t errcap);
 
 #endif

@@ -1,4 +1,10 @@
-/* diff: two runs compared task by task, regressions apart (see metrics.h). */
+/* diff: two runs compared task by task, regressions apart (see metrics.h).
+ *
+ * A task correct in OLD and absent from NEW is a regression ("newly_failing", new status
+ * "absent"), not merely "removed": NEW did not show that it still passes (a PARTIAL run, a lost
+ * result, or a narrower selection), and a regression gate must not pass on what it did not
+ * measure. Compare runs over the same selection. A task absent from NEW that was not correct in
+ * OLD cannot newly fail: it is listed as "removed". */
 #include "bench/metrics.h"
 
 #include <math.h>
@@ -11,6 +17,9 @@
 static const char *const CATEGORIES[] = {"newly_failing", "slower",  "newly_passing", "faster",
                                          "added",         "removed", "unchanged"};
 #define N_CATEGORIES (sizeof CATEGORIES / sizeof CATEGORIES[0])
+
+/* The new status of a task that NEW does not hold at all. */
+static const char ABSENT[] = "absent";
 
 /* Maps task_id -> task for one run; checks every task has a string task_id (once) and status. */
 static json_t *index_tasks(const json_t *tasks, const char *run, char *err, size_t errcap)
@@ -114,6 +123,18 @@ static void compare_task(const char *id, const json_t *old_task, const json_t *n
     json_array_append_new(json_object_get(diff, category), entry);
 }
 
+/* Files a task of OLD that NEW lacks: newly failing when it was correct (see the top). */
+static void file_absent_task(const char *id, const json_t *old_task, json_t *diff)
+{
+    json_t *entry = status_entry(id, old_task, NULL);
+    const char *category = "removed";
+    if (is_correct(old_task)) {
+        json_object_set_new(entry, "new_status", json_string(ABSENT));
+        category = "newly_failing";
+    }
+    json_array_append_new(json_object_get(diff, category), entry);
+}
+
 static json_t *empty_diff(void)
 {
     json_t *diff = json_object();
@@ -140,7 +161,7 @@ static void compare_runs(const json_t *old_tasks, const json_t *new_tasks, const
     {
         const char *id = json_string_value(json_object_get(task, "task_id"));
         if (!json_object_get(new_by_id, id))
-            json_array_append_new(json_object_get(diff, "removed"), status_entry(id, task, NULL));
+            file_absent_task(id, task, diff);
     }
 }
 

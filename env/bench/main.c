@@ -1,6 +1,9 @@
 /* kgym-bench: KernelBench-style regression runs over a kgym-env server (see README.md). */
+#include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +11,7 @@
 #include "bench/http.h"
 #include "bench/metrics.h"
 #include "bench/run.h"
+#include "util/text.h"
 
 static void usage(FILE *out)
 {
@@ -20,7 +24,8 @@ static void usage(FILE *out)
         "  baselines  measure (or reuse) eager and torch.compile times of the selected tasks\n"
         "  report     rewrite results.json/report.md of RESULTS_DIR from its results.jsonl\n"
         "  diff OLD NEW  compare two results folders (or results.json files); exit 1 on a\n"
-        "             regression (a task newly failing or slower beyond the noise)\n"
+        "             regression (a task newly failing or slower beyond the noise; a task\n"
+        "             correct in OLD that NEW lacks; NEW a PARTIAL run) or a malformed input\n"
         "\n"
         "run / baselines options:\n"
         "  --kernelbench PATH   KernelBench checkout folder or {level,problem_id,name,code} JSONL\n"
@@ -37,10 +42,12 @@ static void usage(FILE *out)
         "  --jobs N             parallel evaluations (default: one per GPU; 1 on the CPU;\n"
         "                       baselines: 3 per GPU, which the server overlaps, one timing\n"
         "                       at a time while the others start)\n"
-        "  --task-timeout S     one task's whole evaluation (default 1800)\n"
+        "  --task-timeout S     one task's whole evaluation (default 1800; 1 to 604800, a week)\n"
         "  --restart            discard an earlier run in --out instead of resuming it\n"
         "  --quiet              no progress lines\n"
-        "  --file PATH          baselines: the output file (default results/baselines.json)\n"
+        "  --file PATH          baselines: the output file (default results/baselines.json),\n"
+        "                       locked while it runs (PATH.lock); it holds one variant, device\n"
+        "                       and torch version: a file measured elsewhere is refused\n"
         "  --warmup-jobs N      baselines: torch.compile warm-ups run first, untimed, N at a\n"
         "                       time under shared GPU leases (default 2 per GPU; 0: none)\n"
         "diff options:\n"
@@ -96,6 +103,10 @@ static const struct option LONG_OPTS[] = {
     {NULL, 0, NULL, 0},
 };
 
+/* The longest --task-timeout: a week. Beyond it the value is a typo (or inf), and its
+ * milliseconds would overflow the HTTP client's long. */
+#define MAX_TASK_TIMEOUT_S (7 * 24 * 3600.0)
+
 static int parse_levels(const char *s, unsigned *mask)
 {
     *mask = 0;
@@ -114,16 +125,19 @@ static int parse_levels(const char *s, unsigned *mask)
     return rc == 0 && *mask ? 0 : -1;
 }
 
-/* --only takes a comma list too; the strings live as long as the process (argv's copies). */
+/* --only takes a comma list too; the strings live as long as the process (argv's copies).
+ * -1 when it holds no id (--only "" would otherwise select every task) or too many. */
 static int add_only(bench_opts *o, char *arg)
 {
     char *save = NULL;
+    int added = 0;
     for (char *tok = strtok_r(arg, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         if (o->n_only >= BENCH_MAX_ONLY)
             return -1;
         o->only[o->n_only++] = tok;
+        added++;
     }
-    return 0;
+    return added > 0 ? 0 : -1;
 }
 
 static int bad(const char *what, const char *arg)
@@ -132,24 +146,63 @@ static int bad(const char *what, const char *arg)
     return 1;
 }
 
+/* An integer option in [lo, hi]. Parsed as a long first: an int cast of 4294967297 would pass
+ * as 1. 0 or -1. */
+static int int_in_range(const char *arg, long lo, long hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(arg, &end, 10);
+    if (end == arg || *end || errno != 0 || v < lo || v > hi)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+/* A number option in [lo, hi] (NaN and inf fail the comparison). 0 or -1. */
+static int number_in_range(const char *arg, double lo, double hi, double *out)
+{
+    char *end;
+    double v = strtod(arg, &end);
+    if (end == arg || *end || !(v >= lo && v <= hi))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* A path option: an empty one (an unset shell variable, most likely) is refused rather than
+ * taken as the current folder or the root. */
+static int path_option(const char *option, const char *arg, const char **dst)
+{
+    if (arg[0] == '\0') {
+        fprintf(stderr, "kgym-bench: %s needs a path, not an empty string\n", option);
+        return 1;
+    }
+    *dst = arg;
+    return 0;
+}
+
 static int parse(int argc, char **argv, bench_opts *o, const char **file, double *min_change)
 {
     int c;
     optind = 2;
     while ((c = getopt_long(argc, argv, "h", LONG_OPTS, NULL)) != -1) {
-        char *end;
         switch (c) {
         case OPT_KB:
-            o->kernelbench = optarg;
+            if (path_option("--kernelbench", optarg, &o->kernelbench) != 0)
+                return 1;
             break;
         case OPT_TASKS:
-            o->tasks = optarg;
+            if (path_option("--tasks", optarg, &o->tasks) != 0)
+                return 1;
             break;
         case OPT_SOLUTIONS:
-            o->solutions = optarg;
+            if (path_option("--solutions", optarg, &o->solutions) != 0)
+                return 1;
             break;
         case OPT_OUT:
-            o->out_dir = optarg;
+            if (path_option("--out", optarg, &o->out_dir) != 0)
+                return 1;
             break;
         case OPT_LEVELS:
             if (parse_levels(optarg, &o->levels) != 0)
@@ -157,13 +210,15 @@ static int parse(int argc, char **argv, bench_opts *o, const char **file, double
             break;
         case OPT_ONLY:
             if (add_only(o, optarg) != 0)
-                return bad("--only (too many ids)", optarg);
+                return bad("--only (no task id, or too many ids)", optarg);
             break;
         case OPT_SERVER:
-            o->server_url = optarg;
+            if (path_option("--server", optarg, &o->server_url) != 0)
+                return 1;
             break;
         case OPT_SERVER_BIN:
-            o->server_bin = optarg;
+            if (path_option("--server-bin", optarg, &o->server_bin) != 0)
+                return 1;
             break;
         case OPT_SERVER_ARG:
             if (o->n_server_args >= BENCH_MAX_SERVER_ARGS)
@@ -171,7 +226,8 @@ static int parse(int argc, char **argv, bench_opts *o, const char **file, double
             o->server_args[o->n_server_args++] = optarg;
             break;
         case OPT_PYTHON:
-            o->python = optarg;
+            if (path_option("--python", optarg, &o->python) != 0)
+                return 1;
             break;
         case OPT_VARIANT:
             if (strcmp(optarg, "gpu") != 0 && strcmp(optarg, "cpu") != 0)
@@ -179,19 +235,16 @@ static int parse(int argc, char **argv, bench_opts *o, const char **file, double
             o->variant = optarg;
             break;
         case OPT_JOBS:
-            o->jobs = (int)strtol(optarg, &end, 10);
-            if (*end || o->jobs < 1 || o->jobs > 64)
+            if (int_in_range(optarg, 1, 64, &o->jobs) != 0)
                 return bad("--jobs (1..64)", optarg);
             break;
         case OPT_WARMUP_JOBS:
-            o->warmup_jobs = (int)strtol(optarg, &end, 10);
-            if (*end || o->warmup_jobs < 0 || o->warmup_jobs > 64)
+            if (int_in_range(optarg, 0, 64, &o->warmup_jobs) != 0)
                 return bad("--warmup-jobs (0..64)", optarg);
             break;
         case OPT_TIMEOUT:
-            o->task_timeout_s = strtod(optarg, &end);
-            if (*end || !(o->task_timeout_s >= 1))
-                return bad("--task-timeout", optarg);
+            if (number_in_range(optarg, 1, MAX_TASK_TIMEOUT_S, &o->task_timeout_s) != 0)
+                return bad("--task-timeout (1 to 604800 seconds, a week)", optarg);
             break;
         case OPT_RESTART:
             o->restart = true;
@@ -200,11 +253,11 @@ static int parse(int argc, char **argv, bench_opts *o, const char **file, double
             o->quiet = true;
             break;
         case OPT_FILE:
-            *file = optarg;
+            if (path_option("--file", optarg, file) != 0)
+                return 1;
             break;
         case OPT_MIN_CHANGE:
-            *min_change = strtod(optarg, &end);
-            if (*end || !(*min_change >= 0 && *min_change < 10))
+            if (number_in_range(optarg, 0, 10, min_change) != 0 || *min_change >= 10)
                 return bad("--min-change", optarg);
             break;
         case OPT_HELP:
@@ -218,49 +271,127 @@ static int parse(int argc, char **argv, bench_opts *o, const char **file, double
     return 0;
 }
 
-/* A results folder or a results.json file -> its "tasks" array (a new reference). */
-static json_t *load_tasks_of(const char *path)
+/* One side of a diff: a results folder or a results.json file, as read. */
+typedef struct diff_run {
+    const char *which; /* "OLD" or "NEW" */
+    char path[PATH_MAX];
+    json_t *root;
+    const json_t *tasks;
+} diff_run;
+
+/* Reads a run's results.json. 0, or -1 with the reason printed: a file that cannot be read, or
+ * one that is not a results document ("malformed input", never a regression). */
+static int load_run(const char *arg, diff_run *r)
 {
-    char p[4096];
-    snprintf(p, sizeof p, "%s", path);
-    size_t n = strlen(p);
-    if (n < 5 || strcmp(p + n - 5, ".json") != 0)
-        snprintf(p, sizeof p, "%s/results.json", path);
-    json_error_t e;
-    json_t *root = json_load_file(p, 0, &e);
-    json_t *tasks = json_object_get(root, "tasks");
-    if (!json_is_array(tasks)) {
-        fprintf(stderr, "kgym-bench: %s: %s\n", p, root ? "no \"tasks\" array" : e.text);
-        json_decref(root);
-        return NULL;
+    size_t n = strlen(arg);
+    bool is_file = n >= 5 && strcmp(arg + n - 5, ".json") == 0;
+    if (!text_fmt(r->path, sizeof r->path, is_file ? "%s" : "%s/results.json", arg)) {
+        fprintf(stderr, "kgym-bench: diff: %s %s: the path is too long\n", r->which, arg);
+        return -1;
     }
-    json_incref(tasks);
-    json_decref(root);
-    return tasks;
+    json_error_t e;
+    r->root = json_load_file(r->path, 0, &e);
+    if (!r->root && json_error_code(&e) == json_error_cannot_open_file) {
+        fprintf(stderr, "kgym-bench: diff: cannot read %s %s, nothing compared: %s\n", r->which,
+                r->path, e.text);
+        return -1;
+    }
+    if (!r->root) {
+        fprintf(stderr,
+                "kgym-bench: diff: malformed input, nothing compared: %s %s: %s (line %d)\n",
+                r->which, r->path, e.text, e.line);
+        return -1;
+    }
+    r->tasks = json_object_get(r->root, "tasks");
+    if (!json_is_array(r->tasks)) {
+        fprintf(stderr,
+                "kgym-bench: diff: malformed input, nothing compared: %s %s has no \"tasks\" "
+                "array\n",
+                r->which, r->path);
+        return -1;
+    }
+    return 0;
 }
 
+static bool holds_task(const json_t *tasks, const char *id)
+{
+    size_t i;
+    const json_t *t;
+    json_array_foreach(tasks, i, t)
+    {
+        const char *tid = json_string_value(json_object_get(t, "task_id"));
+        if (tid && strcmp(tid, id) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* Whether the run is PARTIAL, and why, in why: some tasks of its selection (meta.selection,
+ * written by `run`) have no result, or its meta says "PARTIAL". A results.json without either
+ * (hand-made) counts as whole. */
+static bool is_partial(const diff_run *r, char *why, size_t whycap)
+{
+    const json_t *meta = json_object_get(r->root, "meta");
+    const json_t *selection = json_object_get(meta, "selection");
+    size_t missing = 0, i;
+    const json_t *t;
+    json_array_foreach(selection, i, t)
+    {
+        const char *id = json_string_value(json_object_get(t, "task_id"));
+        if (id && !holds_task(r->tasks, id))
+            missing++;
+    }
+    if (missing)
+        text_fmt(why, whycap, "%zu of %zu selected tasks without a result", missing,
+                 json_array_size(selection));
+    else if (json_object_get(meta, "PARTIAL"))
+        text_fmt(why, whycap, "its meta says PARTIAL");
+    return missing || json_object_get(meta, "PARTIAL");
+}
+
+/* A PARTIAL NEW fails the check whatever its tasks say: what it did not evaluate may have
+ * regressed (its tasks correct in OLD are listed as newly failing already). Returns whether
+ * NEW is partial. A PARTIAL OLD is only noted: its missing tasks show as added. */
+static bool report_partial(const diff_run *old_run, const diff_run *new_run)
+{
+    char why[128];
+    if (is_partial(old_run, why, sizeof why))
+        printf("note: OLD %s is PARTIAL (%s)\n", old_run->path, why);
+    if (!is_partial(new_run, why, sizeof why))
+        return false;
+    printf("NEW %s is PARTIAL (%s): a partial run does not pass the regression check; resume "
+           "it, then diff again\n",
+           new_run->path, why);
+    return true;
+}
+
+/* Exit status: 0 no regression, 1 a regression or a malformed input (told apart by the
+ * message: "malformed input, nothing compared" on stderr, the diff and its summary on stdout). */
 static int cmd_diff(int argc, char **argv, double min_change)
 {
-    if (argc - optind != 2) {
+    if (argc - optind != 2 || !argv[optind][0] || !argv[optind + 1][0]) {
         fprintf(stderr, "kgym-bench: diff needs OLD and NEW (results folders or results.json)\n");
         return 1;
     }
-    json_t *old = load_tasks_of(argv[optind]), *new = load_tasks_of(argv[optind + 1]);
+    diff_run old_run = {.which = "OLD"}, new_run = {.which = "NEW"};
     int rc = 1;
-    if (old && new) {
+    if (load_run(argv[optind], &old_run) == 0 && load_run(argv[optind + 1], &new_run) == 0) {
         json_t *d = NULL;
         char err[512];
-        int reg = bench_diff(old, new, min_change, &d, err, sizeof err);
+        int reg = bench_diff(old_run.tasks, new_run.tasks, min_change, &d, err, sizeof err);
         if (reg < 0) {
-            fprintf(stderr, "kgym-bench: diff: %s\n", err);
+            fprintf(stderr,
+                    "kgym-bench: diff: malformed input, nothing compared: %s (OLD %s, NEW %s)\n",
+                    err, old_run.path, new_run.path);
         } else {
             bench_print_diff(stdout, d);
-            rc = reg > 0 ? 1 : 0;
+            bool partial = report_partial(&old_run, &new_run);
+            rc = reg > 0 || partial ? 1 : 0;
         }
         json_decref(d);
     }
-    json_decref(old);
-    json_decref(new);
+    json_decref(old_run.root);
+    json_decref(new_run.root);
     return rc;
 }
 
@@ -287,6 +418,10 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "report") == 0) {
         if (argc - optind > 1)
             return bad("argument", argv[optind + 1]);
+        if (argc - optind == 1 && !argv[optind][0]) {
+            fprintf(stderr, "kgym-bench: report needs a results folder, not an empty string\n");
+            return 1;
+        }
         return bench_report(argc - optind == 1 ? argv[optind] : o.out_dir);
     }
     if (strcmp(cmd, "run") != 0 && strcmp(cmd, "baselines") != 0) {

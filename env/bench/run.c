@@ -23,7 +23,9 @@
 #include "util/strbuf.h"
 #include "util/text.h"
 
-#define MAX_LEVEL_ROWS 16
+/* Table rows: one per level plus the overall row. The server takes levels 1-100, so any
+ * selection fits: a run never evaluates everything and then fails to tabulate it. */
+#define MAX_LEVEL_ROWS 101
 /* ---- results.jsonl: the durable log ------------------------------------------------------- */
 
 /* Earlier results by task id (the last line for an id wins). infra_error results are dropped:
@@ -70,6 +72,29 @@ static void set_num(json_t *r, const char *k, double v)
     json_object_set_new(r, k, isfinite(v) ? json_real(v) : json_null());
 }
 
+/* r[k] = text, made valid UTF-8 first: a message cut to its buffer's size may end inside a
+ * character, which jansson would refuse, silently dropping the field. */
+static void set_text(json_t *r, const char *k, const char *text)
+{
+    char *clean = text_sanitize_utf8(text, strlen(text));
+    if (clean)
+        json_object_set_new(r, k, json_string(clean));
+    free(clean);
+}
+
+/* r[k] = text (valid UTF-8: it came out of a JSON string) capped to cap bytes, head and tail
+ * kept, cut on character boundaries; nothing when text is NULL. */
+static void set_capped(json_t *r, const char *k, const char *text, size_t cap)
+{
+    if (!text)
+        return;
+    bool cut;
+    char *capped = text_cap_head_tail(text, strlen(text), cap, &cut);
+    if (capped)
+        json_object_set_new(r, k, json_string(capped));
+    free(capped);
+}
+
 /* The verdict's components -> the result's status and figures. */
 static void fill_from_components(json_t *r, const json_t *c)
 {
@@ -91,9 +116,10 @@ static void fill_from_components(json_t *r, const json_t *c)
     json_object_set_new(r, "status", json_string(status));
     if (code)
         json_object_set_new(r, "error_code", json_string(code));
-    const char *why = json_string_value(json_object_get(c, "error"));
-    if (why)
-        json_object_set_new(r, "error", json_stringn(why, strlen(why) > 600 ? 600 : strlen(why)));
+    set_capped(r, "error", json_string_value(json_object_get(c, "error")), 600);
+    /* a compile error's reason is the compiler's output */
+    if (strcmp(status, "compile_error") == 0)
+        set_capped(r, "compile_log", json_string_value(json_object_get(c, "compile_log")), 4000);
     double tc = bench_num(c, "t_candidate_ms"), te = bench_num(c, "t_eager_ms"),
            tk = bench_num(c, "t_compile_ms");
     set_num(r, "reward", bench_num(c, "reward"));
@@ -117,7 +143,21 @@ static void infra(json_t *r, const char *fmt, const char *detail)
     char msg[1200];
     text_fmt(msg, sizeof msg, fmt, detail);
     json_object_set_new(r, "status", json_string("infra_error"));
-    json_object_set_new(r, "error", json_string(msg));
+    set_text(r, "error", msg);
+}
+
+/* Appends s to a shell command as one single-quoted word (a ' inside becomes '\''), so that
+ * any file name the agent chose is removed, none skipped and none interpreted. */
+static void sb_shell_word(strbuf *sb, const char *s)
+{
+    sb_putc(sb, '\'');
+    for (const char *q = s; *q; q++) {
+        if (*q == '\'')
+            sb_printf(sb, "'\\''");
+        else
+            sb_putc(sb, *q);
+    }
+    sb_putc(sb, '\'');
 }
 
 static bool in_solution(const solution_file *fs, int n, const char *rel)
@@ -157,11 +197,13 @@ static int clear_stale_kernels(bench_http *h, const char *ep, const solution_fil
         const char *name = json_string_value(json_object_get(e, "name"));
         const char *type = json_string_value(json_object_get(e, "type"));
         char rel[512];
-        if (!name || !type || strchr(name, '\'') || strcmp(type, "dir") == 0)
+        if (!name || !type || strcmp(type, "dir") == 0)
             continue;
         text_fmt(rel, sizeof rel, "kernels/%s", name);
-        if (!in_solution(fs, n, rel))
-            sb_printf(&cmd, "%s'%s'", cmd.len ? " " : "rm -f -- ", rel);
+        if (in_solution(fs, n, rel))
+            continue;
+        sb_printf(&cmd, "%s", cmd.len ? " " : "rm -f -- ");
+        sb_shell_word(&cmd, rel);
     }
     json_decref(listing);
     int rc = 0;
@@ -192,7 +234,7 @@ static int upload_state(bench_http *h, const char *ep, const char *state, json_t
         /* a broken solution folder is the solution's failure, not the run's */
         json_object_set_new(r, "status", json_string("incorrect"));
         json_object_set_new(r, "error_code", json_string("BAD_SOLUTION"));
-        json_object_set_new(r, "error", json_string(fs ? err : "out of memory"));
+        set_text(r, "error", fs ? err : "out of memory");
         free(fs);
         return -1;
     }
@@ -210,7 +252,7 @@ static int upload_state(bench_http *h, const char *ep, const char *state, json_t
             if (st == 403 || st == 413 || st == 400) {
                 json_object_set_new(r, "status", json_string("incorrect"));
                 json_object_set_new(r, "error_code", json_string("BAD_SOLUTION"));
-                json_object_set_new(r, "error", json_string(d));
+                set_text(r, "error", d);
             } else {
                 infra(r, "upload failed: %s", d);
             }
@@ -247,8 +289,48 @@ static json_t *call_tool(bench_http *h, const char *ep, const char *tool, json_t
     return data;
 }
 
+/* Deletes the episode. After a --task-timeout its evaluation is still running in the server
+ * (409: busy), holding the GPU lease and its CPUs: the next task must not start beside it, or
+ * its timings would be taken next to a stranger's work. So a busy episode is asked again
+ * every second until it is gone (the server's own evaluation limits end it), up to
+ * CLOSE_WAIT_S or an interrupt. */
+#define CLOSE_WAIT_S 1800
+static void close_episode(bench_http *h, const char *ep)
+{
+    char path[256], err[1024];
+    text_fmt(path, sizeof path, "/v1/episodes/%s?purge=true", ep);
+    bench_http_set_timeout(h, 60);
+    double t0 = text_mono_ms();
+    bool said = false;
+    for (;;) {
+        json_t *reply = NULL;
+        long st = bench_http_json(h, "DELETE", path, NULL, &reply, err, sizeof err);
+        json_decref(reply);
+        if (st != 409)
+            return;
+        double waited = (text_mono_ms() - t0) / 1000;
+        if (waited > CLOSE_WAIT_S || bench_stopping()) {
+            fprintf(stderr,
+                    "kgym-bench: episode %s is still evaluating after %.0f s; left to the "
+                    "server\n",
+                    ep, waited);
+            return;
+        }
+        if (!said && waited > 5) {
+            fprintf(stderr,
+                    "kgym-bench: waiting for episode %s's evaluation to end before the "
+                    "next task\n",
+                    ep);
+            said = true;
+        }
+        sleep(1);
+    }
+}
+
+/* Evaluates sol in a new episode, whose id goes to ep (empty when none was created): the
+ * caller closes it, after taking the task's time, which ends when the client gave up. */
 static void evaluate_solution(bench_http *h, const bench_opts *o, const char *task_id,
-                              const solution *sol, json_t *r)
+                              const solution *sol, json_t *r, char *ep, size_t epcap)
 {
     char err[1024];
     json_t *opts = json_pack("{s:s, s:s, s:i}", "variant", o->variant, "reward_on", "best",
@@ -262,8 +344,7 @@ static void evaluate_solution(bench_http *h, const bench_opts *o, const char *ta
         json_decref(reply);
         return;
     }
-    char ep[128];
-    text_fmt(ep, sizeof ep, "%s", ep_s);
+    text_fmt(ep, epcap, "%s", ep_s);
     json_decref(reply);
     json_object_set_new(r, "episode_id", json_string(ep));
     json_t *c = NULL;
@@ -285,12 +366,6 @@ static void evaluate_solution(bench_http *h, const bench_opts *o, const char *ta
     if (c)
         fill_from_components(r, c);
     json_decref(c);
-    char path[256];
-    text_fmt(path, sizeof path, "/v1/episodes/%s?purge=true", ep);
-    bench_http_set_timeout(h, 60);
-    st = bench_http_json(h, "DELETE", path, NULL, &reply, err, sizeof err);
-    json_decref(reply);
-    bench_http_set_timeout(h, o->task_timeout_s);
 }
 
 static json_t *evaluate_task(bench_http *h, const bench_opts *o, const json_t *t)
@@ -299,21 +374,25 @@ static json_t *evaluate_task(bench_http *h, const bench_opts *o, const json_t *t
     json_t *r = json_deep_copy(t);
     double t0 = text_mono_ms();
     solution sol;
-    char err[1024];
+    char err[1024], ep[128] = "";
     int found = solution_find(o->solutions, id, &sol, err, sizeof err);
     if (found < 0) {
         json_object_set_new(r, "status", json_string("incorrect"));
         json_object_set_new(r, "error_code", json_string("BAD_SOLUTION"));
-        json_object_set_new(r, "error", json_string(err));
+        set_text(r, "error", err);
     } else if (found == 0) {
         json_object_set_new(r, "solution", json_null());
         json_object_set_new(r, "status", json_string("missing"));
     } else {
         json_object_set_new(r, "solution", json_string(sol.rel));
         json_object_set_new(r, "snapshots", json_integer(sol.n_states));
-        evaluate_solution(h, o, id, &sol, r);
+        evaluate_solution(h, o, id, &sol, r, ep, sizeof ep);
     }
     json_object_set_new(r, "eval_s", json_real((text_mono_ms() - t0) / 1000));
+    if (ep[0]) {
+        close_episode(h, ep);
+        bench_http_set_timeout(h, o->task_timeout_s);
+    }
     json_object_set_new(r, "finished_unix", json_integer((json_int_t)time(NULL)));
     return r;
 }
@@ -384,7 +463,11 @@ static void *worker(void *arg)
 
 /* ---- outputs ------------------------------------------------------------------------------- */
 
-/* results.json, report.md and the summary from the log; tasks in the selection's order. */
+/* finish()'s result when some selected task has no result in the log */
+#define FINISH_PARTIAL 1
+
+/* results.json, report.md and the summary from the log; tasks in the selection's order.
+ * 0, FINISH_PARTIAL (written, but not every task has a result), or -1 (printed). */
 static int finish(const char *out_dir, json_t *meta, bool print)
 {
     char log_path[PATH_MAX + 32], path[PATH_MAX + 32];
@@ -466,7 +549,24 @@ static int finish(const char *out_dir, json_t *meta, bool print)
     json_decref(tasks);
     json_decref(done);
     json_decref(last_infra);
-    return rc;
+    return rc == 0 && partial ? FINISH_PARTIAL : rc;
+}
+
+/* meta.json records these paths as JSON strings, which must be UTF-8. */
+static bool paths_are_utf8(const bench_opts *o)
+{
+    const char *opt[] = {"--solutions", "--kernelbench", "--tasks"};
+    const char *val[] = {o->solutions, o->kernelbench, o->tasks};
+    for (size_t i = 0; i < 3; i++) {
+        if (val[i] && !text_is_utf8(val[i], strlen(val[i]))) {
+            fprintf(stderr,
+                    "kgym-bench: %s: the path is not valid UTF-8 (meta.json records "
+                    "it): rename it\n",
+                    opt[i]);
+            return false;
+        }
+    }
+    return true;
 }
 
 /* meta.json: what this run is; a resumed run must be the same run. */
@@ -484,11 +584,32 @@ static json_t *run_meta(const bench_opts *o, const char *url, json_t *selection)
     return m;
 }
 
-static int check_resume(const char *meta_path, json_t *meta, const bench_opts *o)
+/* Whether out_dir holds an earlier run to resume: 1 yes ("started" carried over), 0 no (a new
+ * folder, or --restart), -1 refused (printed). Results are never discarded without --restart:
+ * a meta.json that cannot be read, or results without one, is the user's to look at. */
+static int check_resume(const char *meta_path, const char *log_path, json_t *meta,
+                        const bench_opts *o)
 {
-    json_t *old = json_load_file(meta_path, 0, NULL);
-    if (!old || o->restart) {
-        json_decref(old);
+    if (o->restart)
+        return 0;
+    json_error_t jerr;
+    json_t *old = json_load_file(meta_path, 0, &jerr);
+    if (!old) {
+        struct stat st;
+        if (access(meta_path, F_OK) == 0) {
+            fprintf(stderr,
+                    "kgym-bench: %s: %s (line %d): cannot resume that run; repair the file, or "
+                    "use --restart to discard the run, or another --out\n",
+                    meta_path, jerr.text, jerr.line);
+            return -1;
+        }
+        if (stat(log_path, &st) == 0 && st.st_size > 0) {
+            fprintf(stderr,
+                    "kgym-bench: %s holds results but no meta.json (not a whole kgym-bench "
+                    "results folder); use --restart to discard them, or another --out\n",
+                    o->out_dir);
+            return -1;
+        }
         return 0;
     }
     const char *keys[] = {"solutions", "variant", "selection"};
@@ -507,6 +628,60 @@ static int check_resume(const char *meta_path, json_t *meta, const bench_opts *o
     return 1;
 }
 
+/* --restart: the earlier results move aside to results.jsonl.discarded (replacing an older
+ * one) rather than being deleted, so a mistaken --restart can still be undone by hand. */
+static int discard_results(const char *log_path)
+{
+    char aside[PATH_MAX + 48];
+    text_fmt(aside, sizeof aside, "%s.discarded", log_path);
+    if (rename(log_path, aside) != 0 && errno != ENOENT) {
+        fprintf(stderr, "kgym-bench: cannot move %s aside: %s\n", log_path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* A crash mid-append can leave results.jsonl ending in part of a line. Appending after it
+ * would glue the next result onto it and lose that one too, so the torn tail is cut off (its
+ * task has no result yet and is evaluated again). 0, or -1 (printed). */
+static int cut_torn_tail(const char *log_path)
+{
+    int fd = open(log_path, O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : -1;
+    struct stat st;
+    off_t keep = 0;
+    int rc = fstat(fd, &st);
+    char buf[4096];
+    for (off_t end = rc == 0 ? st.st_size : 0; end > 0;) {
+        off_t from = end > (off_t)sizeof buf ? end - (off_t)sizeof buf : 0;
+        ssize_t n = pread(fd, buf, (size_t)(end - from), from);
+        if (n != end - from) {
+            rc = -1;
+            break;
+        }
+        ssize_t j = n - 1;
+        while (j >= 0 && buf[j] != '\n')
+            j--;
+        if (j >= 0) {
+            keep = from + j + 1;
+            break;
+        }
+        end = from;
+    }
+    if (rc == 0 && keep < st.st_size) {
+        fprintf(stderr,
+                "kgym-bench: %s ended in a torn line (%lld bytes, a crash mid-write): cut off; "
+                "its task is evaluated again\n",
+                log_path, (long long)(st.st_size - keep));
+        rc = ftruncate(fd, keep) == 0 && fsync(fd) == 0 ? 0 : -1;
+    }
+    if (rc != 0)
+        fprintf(stderr, "kgym-bench: cannot check %s's last line: %s\n", log_path, strerror(errno));
+    close(fd);
+    return rc;
+}
+
 static int add_server_info(bench_http *h, json_t *meta)
 {
     char err[256];
@@ -519,16 +694,34 @@ static int add_server_info(bench_http *h, json_t *meta)
     return 0;
 }
 
+/* The results folder's lock (see bench_lock_exclusive): -1 when another process holds it. */
+static int lock_results_folder(const char *out_dir)
+{
+    char lock_path[PATH_MAX + 16], what[PATH_MAX + 32], err[PATH_MAX * 2 + 256];
+    text_fmt(lock_path, sizeof lock_path, "%s/.lock", out_dir);
+    text_fmt(what, sizeof what, "results folder %s", out_dir);
+    int fd = bench_lock_exclusive(lock_path, what, err, sizeof err);
+    if (fd < 0)
+        fprintf(stderr, "kgym-bench: %s\n", err);
+    return fd;
+}
+
 int bench_run(const bench_opts *o)
 {
     if (bench_make_dirs(o->out_dir) != 0) {
         fprintf(stderr, "kgym-bench: cannot create %s: %s\n", o->out_dir, strerror(errno));
         return EXIT_SETUP;
     }
+    /* before the private server, whose state and log live in the folder too */
+    int lock_fd = lock_results_folder(o->out_dir);
+    if (lock_fd < 0)
+        return EXIT_SETUP;
     bench_install_signals();
     bench_server sc;
-    if (bench_server_connect(o, &sc) != 0)
+    if (bench_server_connect(o, &sc) != 0) {
+        close(lock_fd);
         return EXIT_SETUP;
+    }
     int rc = EXIT_SETUP;
     bench_http *h = bench_http_new(sc.url, 120);
     json_t *sel = h ? bench_fetch_tasks(h, o) : NULL, *meta = NULL;
@@ -541,16 +734,21 @@ int bench_run(const bench_opts *o)
         fprintf(stderr, "kgym-bench: no task selected (check --levels / --only)\n");
         goto out;
     }
+    if (!paths_are_utf8(o))
+        goto out;
     meta = run_meta(o, sc.url, sel);
-    int resumed = check_resume(meta_path, meta, o);
+    int resumed = check_resume(meta_path, log_path, meta, o);
     if (resumed < 0)
         goto out;
-    if (!resumed || o->restart) {
-        unlink(log_path);
+    if (!resumed) {
+        if (discard_results(log_path) != 0)
+            goto out;
         char started[32];
         time_t now = time(NULL);
         strftime(started, sizeof started, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
         json_object_set_new(meta, "started", json_string(started));
+    } else if (cut_torn_tail(log_path) != 0) {
+        goto out;
     }
     add_server_info(h, meta);
     if (bench_write_json(meta_path, meta) != 0) {
@@ -586,16 +784,24 @@ int bench_run(const bench_opts *o)
     bool interrupted = bench_stopping() && s.next < json_array_size(s.todo);
     json_decref(s.todo);
     pthread_mutex_destroy(&s.lock);
-    if (finish(o->out_dir, meta, true) != 0)
+    int fin = finish(o->out_dir, meta, true);
+    if (fin < 0)
         goto out;
     rc = interrupted ? EXIT_INTERRUPTED : s.infra > 0 ? EXIT_INFRA : EXIT_OK;
-    if (interrupted)
+    if (interrupted) {
         fprintf(stderr, "kgym-bench: interrupted; run the same command again to resume\n");
+    } else if (fin == FINISH_PARTIAL && rc == EXIT_OK) {
+        /* every task ran but some result did not reach results.jsonl (said above) */
+        fprintf(stderr, "kgym-bench: not every result was recorded; run the same command "
+                        "again to evaluate the rest\n");
+        rc = EXIT_INFRA;
+    }
 out:
     json_decref(sel);
     json_decref(meta);
     bench_http_free(h);
     bench_server_disconnect(&sc);
+    close(lock_fd);
     return rc;
 }
 
@@ -605,12 +811,16 @@ int bench_report(const char *out_dir)
     text_fmt(meta_path, sizeof meta_path, "%s/meta.json", out_dir);
     json_error_t jerr;
     json_t *meta = json_load_file(meta_path, 0, &jerr);
-    if (!meta) {
+    if (!meta || !json_is_array(json_object_get(meta, "selection"))) {
         fprintf(stderr, "kgym-bench: %s: %s (not a kgym-bench results folder?)\n", meta_path,
-                jerr.text);
+                meta ? "no \"selection\" array of tasks" : jerr.text);
+        json_decref(meta);
         return EXIT_SETUP;
     }
-    int rc = finish(out_dir, meta, true) == 0 ? EXIT_OK : EXIT_SETUP;
+    int lock_fd = lock_results_folder(out_dir); /* a run writing there would race the rewrite */
+    int rc = lock_fd >= 0 && finish(out_dir, meta, true) >= 0 ? EXIT_OK : EXIT_SETUP;
+    if (lock_fd >= 0)
+        close(lock_fd);
     json_decref(meta);
     return rc;
 }

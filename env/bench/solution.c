@@ -1,33 +1,214 @@
-/* solution: where a task's solution lies and what to upload (see solution.h). */
+/* solution: where a task's solution lies and what to upload (see solution.h).
+ *
+ * Solutions are agent-written folders, so nothing in them is trusted to stay inside them: every
+ * path below the solutions folder is opened one component at a time from the folder above it,
+ * with O_NOFOLLOW (open_nofollow), and a symlink met anywhere is refused rather than followed.
+ * The solutions folder itself is resolved once with realpath(): its own path is the user's. */
 #include "bench/solution.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
-#include "util/fileio.h"
+#include "util/strbuf.h"
 #include "util/text.h"
 
-static int is_dir(const char *p)
+#define SYMLINK_WHY                                                                                \
+    "a symlink; kgym-bench follows none in a solution (it could upload files from outside the "    \
+    "solutions folder): put the files themselves there"
+#define NOT_UTF8_WHY "the name is not valid UTF-8 (shown with \\xNN for its bad bytes): rename it"
+
+/* ---- messages ------------------------------------------------------------------------------ */
+
+/* The length of the UTF-8 character at s (1 to 4 bytes), or 0 when the bytes there are not one. */
+static size_t utf8_char_len(const char *s, size_t left)
 {
-    struct stat st;
-    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+    for (size_t k = 1; k <= 4 && k <= left; k++)
+        if (text_is_utf8(s, k))
+            return k;
+    return 0;
 }
 
-static int is_file(const char *p)
+/* s into out (cap bytes, NUL-terminated), every byte that is not part of a valid UTF-8
+ * character written as \xNN: the message ends up in a JSON string, which cannot hold them
+ * (jansson's json_string() refuses them, and the result line would lose its "error"). */
+static void escape_non_utf8(const char *s, char *out, size_t cap)
+{
+    if (cap == 0)
+        return;
+    size_t o = 0, len = strlen(s);
+    for (size_t i = 0; i < len;) {
+        size_t k = utf8_char_len(s + i, len - i);
+        if (o + (k ? k : 4) >= cap)
+            break;
+        if (k)
+            memcpy(out + o, s + i, k);
+        else
+            snprintf(out + o, 5, "\\x%02X", (unsigned char)s[i]);
+        o += k ? k : 4;
+        i += k ? k : 1;
+    }
+    out[o] = '\0';
+}
+
+/* text_fail for messages that name files: their names may not be UTF-8, so they are escaped. */
+static int refuse(char *err, size_t errcap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int refuse(char *err, size_t errcap, const char *fmt, ...)
+{
+    char raw[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(raw, sizeof raw, fmt, ap);
+    va_end(ap);
+    if (err)
+        escape_non_utf8(raw, err, errcap);
+    return -1;
+}
+
+/* The message for a path that could not be opened (errno set by open_nofollow): the failing
+ * part is path's first len bytes, shown after dir ("" for none). */
+static int open_failure(const char *dir, const char *path, size_t len, char *err, size_t errcap)
+{
+    int e = errno;
+    return refuse(err, errcap, "%s%s%.*s: %s", dir, dir[0] ? "/" : "", (int)len, path,
+                  e == ELOOP ? SYMLINK_WHY : strerror(e));
+}
+
+static bool is_utf8_name(const char *name)
+{
+    return text_is_utf8(name, strlen(name));
+}
+
+/* ---- opening without following symlinks ---------------------------------------------------- */
+
+static bool is_symlink_at(int dirfd, const char *name)
 {
     struct stat st;
-    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+    return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode);
 }
+
+/* One path component in the folder dirfd, never through a symlink; errno ELOOP when it is one,
+ * whatever the flags (with O_DIRECTORY openat says ENOTDIR; with O_PATH it opens the link). */
+static int open_component(int dirfd, const char *name, int flags)
+{
+    int fd = openat(dirfd, name, flags | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd >= 0 && (flags & O_PATH) && fstat(fd, &st) == 0 && S_ISLNK(st.st_mode)) {
+        close(fd);
+        errno = ELOOP;
+        return -1;
+    }
+    if (fd < 0) {
+        int e = errno;
+        errno = is_symlink_at(dirfd, name) ? ELOOP : e;
+    }
+    return fd;
+}
+
+/* Opens path below the folder dirfd (an absolute path: below "/") one component at a time,
+ * none through a symlink: O_NOFOLLOW alone guards only a path's last component. Folders on the
+ * way are opened O_PATH (search permission is enough), the last component with flags. Returns
+ * the fd, or -1 with errno (ELOOP: a symlink; EINVAL: a ".." component) and *failed_len, the
+ * length of the prefix of path that ends with the component that failed. */
+static int open_nofollow(int dirfd, const char *path, int flags, size_t *failed_len)
+{
+    int cur = dirfd;
+    bool own = false; /* whether cur is ours to close */
+    const char *p = path;
+    if (*p == '/') {
+        cur = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (cur < 0) {
+            *failed_len = 1;
+            return -1;
+        }
+        own = true;
+    }
+    for (;;) {
+        while (*p == '/')
+            p++;
+        size_t n = strcspn(p, "/");
+        const char *next = p + n;
+        while (*next == '/')
+            next++;
+        bool last = *next == '\0';
+        int fd = -1;
+        char name[NAME_MAX + 1];
+        if (n == 0) /* "" or "/": the folder itself */
+            fd = openat(cur, ".", flags | O_CLOEXEC);
+        else if (n > NAME_MAX)
+            errno = ENAMETOOLONG;
+        else if (n == 2 && p[0] == '.' && p[1] == '.')
+            errno = EINVAL; /* never above the folder it starts from */
+        else {
+            memcpy(name, p, n);
+            name[n] = '\0';
+            fd = open_component(cur, name, last ? flags : O_PATH | O_DIRECTORY);
+        }
+        int e = errno;
+        if (own)
+            close(cur);
+        if (fd < 0 || last) {
+            *failed_len = (size_t)(p + n - path);
+            errno = e;
+            return fd;
+        }
+        cur = fd;
+        own = true;
+        p = next;
+    }
+}
+
+/* ---- the lookup ---------------------------------------------------------------------------- */
 
 /* "kb/L2/17" -> level 2, problem 17; 0 when the id is not a KernelBench one. */
 static int kb_id(const char *id, int *level, int *problem)
 {
     char tail;
     return sscanf(id, "kb/L%d/%d%c", level, problem, &tail) == 2 ? 1 : 0;
+}
+
+/* What a lookup found, relative to the solutions folder: one is the solution, several are
+ * refused as ambiguous (no order among them is meaningful). */
+typedef struct candidate {
+    char *rel;
+    bool folder;
+} candidate;
+
+typedef struct candidates {
+    candidate *v;
+    int n;
+} candidates;
+
+static int add_candidate(candidates *c, const char *rel, bool folder, char *err, size_t errcap)
+{
+    candidate *v = realloc(c->v, (size_t)(c->n + 1) * sizeof *v);
+    if (!v)
+        return refuse(err, errcap, "out of memory");
+    c->v = v;
+    if (!(v[c->n].rel = strdup(rel)))
+        return refuse(err, errcap, "out of memory");
+    v[c->n++].folder = folder;
+    return 0;
+}
+
+static void free_candidates(candidates *c)
+{
+    for (int i = 0; i < c->n; i++)
+        free(c->v[i].rel);
+    free(c->v);
+}
+
+static int by_rel(const void *a, const void *b)
+{
+    return strcmp(((const candidate *)a)->rel, ((const candidate *)b)->rel);
 }
 
 static int by_number(const void *a, const void *b)
@@ -37,182 +218,462 @@ static int by_number(const void *a, const void *b)
     return nx != ny ? (nx < ny ? -1 : 1) : strcmp(x, y);
 }
 
-/* The snapshots/<n>/ folders of a workspace, in numeric order, then the workspace itself when it
- * holds a model_new.py. */
-static int collect_states(const char *ws, solution *out, char *err, size_t errcap)
+/* Appends a state: the workspace rel, or its snapshot (a name under rel/snapshots/). */
+static int add_state(solution *out, const char *real_root, const char *rel, const char *snapshot,
+                     char *err, size_t errcap)
 {
-    char snaps[PATH_MAX + 16];
-    text_fmt(snaps, sizeof snaps, "%s/snapshots", ws);
-    out->n_states = 0;
-    if (is_dir(snaps)) {
-        DIR *d = opendir(snaps);
-        if (!d) {
-            text_fmt(err, errcap, "%s: %s", snaps, strerror(errno));
-            return -1;
-        }
-        char *names[SOLUTION_MAX_SNAPSHOTS];
-        int n = 0;
-        struct dirent *e;
-        while ((e = readdir(d)) && n < SOLUTION_MAX_SNAPSHOTS) {
-            char p[PATH_MAX + 300];
-            text_fmt(p, sizeof p, "%s/%s", snaps, e->d_name);
-            if (e->d_name[0] != '.' && is_dir(p))
-                names[n++] = strdup(e->d_name);
-        }
-        closedir(d);
-        qsort(names, (size_t)n, sizeof names[0], by_number);
-        for (int i = 0; i < n; i++) {
-            text_fmt(out->state[out->n_states++], PATH_MAX, "%s/%s", snaps, names[i]);
-            free(names[i]);
-        }
-    }
-    char final[PATH_MAX + 16];
-    text_fmt(final, sizeof final, "%s/model_new.py", ws);
-    if (is_file(final) || out->n_states == 0)
-        text_fmt(out->state[out->n_states++], PATH_MAX, "%s", ws);
+    char *to = out->state[out->n_states];
+    bool fits = snapshot ? text_fmt(to, PATH_MAX, "%s/%s/snapshots/%s", real_root, rel, snapshot)
+                         : text_fmt(to, PATH_MAX, "%s/%s", real_root, rel);
+    if (!fits)
+        return refuse(err, errcap, "%s/%s%s%s: path too long", real_root, rel,
+                      snapshot ? "/snapshots/" : "", snapshot ? snapshot : "");
+    out->n_states++;
     return 0;
 }
 
-/* A file "<dir>/<prefix>*.py" (the KernelBench layout: "<P>_<name>.py"). */
-static int find_prefixed_py(const char *dir, const char *prefix, char *found, size_t cap)
+static void free_names(char **names, int n)
 {
-    DIR *d = opendir(dir);
-    if (!d)
-        return 0;
-    struct dirent *e;
-    int hit = 0;
-    size_t n = strlen(prefix);
-    while (!hit && (e = readdir(d))) {
-        size_t len = strlen(e->d_name);
-        if (strncmp(e->d_name, prefix, n) == 0 && len > 3 &&
-            strcmp(e->d_name + len - 3, ".py") == 0) {
-            text_fmt(found, cap, "%s", e->d_name);
-            hit = 1;
-        }
-    }
-    closedir(d);
-    return hit;
+    for (int i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
 }
 
-static int found_at(const char *root, const char *rel, solution *out, char *err, size_t errcap)
+/* The sub-folders of the open folder d (snapshots/ of the workspace rel), all of them, sorted by
+ * number. A symlink among them, or a name that is not UTF-8, is refused. */
+static int read_snapshot_names(DIR *d, const char *rel, char ***names_out, int *n_out, char *err,
+                               size_t errcap)
 {
-    char abs[PATH_MAX + 300];
-    text_fmt(abs, sizeof abs, "%s/%s", root, rel);
-    text_fmt(out->rel, sizeof out->rel, "%s", rel);
-    if (is_file(abs)) {
-        out->kernelbench_file = 1;
-        out->n_states = 1;
-        text_fmt(out->state[0], PATH_MAX, "%s", abs);
-        return 1;
+    char **names = NULL;
+    int n = 0, rc = 0;
+    struct dirent *e;
+    while (rc == 0 && (e = readdir(d))) {
+        struct stat st;
+        if (e->d_name[0] == '.' || fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+            continue;
+        if (S_ISLNK(st.st_mode)) {
+            rc = refuse(err, errcap, "%s/snapshots/%s: " SYMLINK_WHY, rel, e->d_name);
+        } else if (S_ISDIR(st.st_mode) && !is_utf8_name(e->d_name)) {
+            rc = refuse(err, errcap, "%s/snapshots/%s: " NOT_UTF8_WHY, rel, e->d_name);
+        } else if (S_ISDIR(st.st_mode)) {
+            char **more = realloc(names, (size_t)(n + 1) * sizeof *names);
+            if (more)
+                names = more;
+            if (!more || !(names[n] = strdup(e->d_name)))
+                rc = refuse(err, errcap, "out of memory");
+            else
+                n++;
+        }
     }
-    return collect_states(abs, out, err, errcap) == 0 ? 1 : -1;
+    if (rc == 0)
+        qsort(names, (size_t)n, sizeof *names, by_number);
+    *names_out = names;
+    *n_out = n;
+    return rc;
+}
+
+/* The snapshots/<n>/ folders of the workspace ws (rel), every one, in numeric order. More than
+ * SOLUTION_MAX_SNAPSHOTS are refused as a whole: evaluating a subset would pay the best of that
+ * subset, not of the trajectory, and nothing in the table would show it. */
+static int add_snapshots(int ws, const char *real_root, const char *rel, solution *out, char *err,
+                         size_t errcap)
+{
+    size_t bad;
+    int fd = open_nofollow(ws, "snapshots", O_RDONLY | O_DIRECTORY, &bad);
+    if (fd < 0) /* no snapshots/ folder (or a file by that name): one workspace */
+        return errno == ENOENT || errno == ENOTDIR
+                   ? 0
+                   : open_failure(rel, "snapshots", bad, err, errcap);
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return refuse(err, errcap, "%s/snapshots: %s", rel, strerror(errno));
+    }
+    char **names;
+    int n;
+    int rc = read_snapshot_names(d, rel, &names, &n, err, errcap);
+    closedir(d);
+    if (rc == 0 && n > SOLUTION_MAX_SNAPSHOTS)
+        rc = refuse(err, errcap,
+                    "%s/snapshots: %d snapshots, more than the %d kgym-bench evaluates for one "
+                    "task; it refuses the trajectory rather than judge part of it: keep at most "
+                    "%d (a final model_new.py beside snapshots/ comes on top)",
+                    rel, n, SOLUTION_MAX_SNAPSHOTS, SOLUTION_MAX_SNAPSHOTS);
+    for (int i = 0; rc == 0 && i < n; i++)
+        rc = add_state(out, real_root, rel, names[i], err, errcap);
+    free_names(names, n);
+    return rc;
+}
+
+/* The workspace rel: its snapshots, then itself when it holds a model_new.py (or when it has
+ * no snapshot: solution_files then says what it lacks). */
+static int collect_states(int rootfd, const char *real_root, const char *rel, solution *out,
+                          char *err, size_t errcap)
+{
+    size_t bad;
+    int ws = open_nofollow(rootfd, rel, O_PATH | O_DIRECTORY, &bad);
+    if (ws < 0)
+        return open_failure("", rel, bad, err, errcap);
+    int rc = add_snapshots(ws, real_root, rel, out, err, errcap);
+    struct stat st;
+    bool has_model = fstatat(ws, "model_new.py", &st, AT_SYMLINK_NOFOLLOW) == 0;
+    close(ws);
+    if (rc == 0 && has_model && S_ISLNK(st.st_mode))
+        rc = refuse(err, errcap, "%s/model_new.py: " SYMLINK_WHY, rel);
+    else if (rc == 0 && ((has_model && S_ISREG(st.st_mode)) || out->n_states == 0))
+        rc = add_state(out, real_root, rel, NULL, err, errcap);
+    return rc;
+}
+
+/* The one candidate is the solution (1, or -1 when it is refused), none is "no solution" (0),
+ * several are refused, naming them all. */
+static int settle(int rootfd, const char *real_root, const char *task_id, candidates *c,
+                  solution *out, char *err, size_t errcap)
+{
+    if (c->n == 0)
+        return 0;
+    if (c->n > 1) {
+        qsort(c->v, (size_t)c->n, sizeof *c->v, by_rel);
+        strbuf list = STRBUF_INIT;
+        for (int i = 0; i < c->n; i++)
+            sb_printf(&list, "%s%s%s", i ? ", " : "", c->v[i].rel, c->v[i].folder ? "/" : "");
+        refuse(err, errcap,
+               "ambiguous: %d solutions for %s (%s); keep one of them (kgym-bench does not pick "
+               "one in directory order)",
+               c->n, task_id, list.data ? list.data : "");
+        sb_free(&list);
+        return -1;
+    }
+    const candidate *one = &c->v[0];
+    if (!text_fmt(out->rel, sizeof out->rel, "%s", one->rel))
+        return refuse(err, errcap, "%s: path too long", one->rel);
+    if (!one->folder) {
+        out->kernelbench_file = 1;
+        return add_state(out, real_root, one->rel, NULL, err, errcap) == 0 ? 1 : -1;
+    }
+    return collect_states(rootfd, real_root, one->rel, out, err, errcap) == 0 ? 1 : -1;
+}
+
+/* Whether the name in level<L>/ is the problem's: "<P>" or "<P>_<name>.py". */
+static bool kb_name_matches(const char *name, int problem, bool *folder_name)
+{
+    char num[24];
+    int n = snprintf(num, sizeof num, "%d", problem);
+    size_t len = strlen(name);
+    if (strncmp(name, num, (size_t)n) != 0)
+        return false;
+    *folder_name = name[n] == '\0';
+    return *folder_name ||
+           (name[n] == '_' && len >= (size_t)n + 4 && strcmp(name + len - 3, ".py") == 0);
+}
+
+/* An entry of level<L>/ named like the problem's: a symlink, or a name that is not UTF-8, is
+ * refused; "<P>" counts only as a folder (a stray file "23" is no solution). */
+static int add_kb_candidate(int dirfd, const char *dir, const char *name, bool folder_name,
+                            candidates *c, char *err, size_t errcap)
+{
+    char rel[PATH_MAX];
+    text_fmt(rel, sizeof rel, "%s/%s", dir, name); /* "level<L>/" + NAME_MAX fits */
+    struct stat st;
+    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return errno == ENOENT ? 0 : refuse(err, errcap, "%s: %s", rel, strerror(errno));
+    if (S_ISLNK(st.st_mode))
+        return refuse(err, errcap, "%s: " SYMLINK_WHY, rel);
+    if (folder_name && !S_ISDIR(st.st_mode))
+        return 0;
+    if (!is_utf8_name(name))
+        return refuse(err, errcap, "%s: " NOT_UTF8_WHY, rel);
+    return add_candidate(c, rel, S_ISDIR(st.st_mode), err, errcap);
+}
+
+/* kb/L<L>/<P>: level<L>/<P>/ or level<L>/<P>_<name>.py, exactly one of them. */
+static int find_kb(int rootfd, const char *real_root, const char *task_id, int level, int problem,
+                   solution *out, char *err, size_t errcap)
+{
+    char dir[32];
+    text_fmt(dir, sizeof dir, "level%d", level);
+    size_t bad;
+    int fd = open_nofollow(rootfd, dir, O_RDONLY | O_DIRECTORY, &bad);
+    if (fd < 0)
+        return errno == ENOENT || errno == ENOTDIR ? 0 : open_failure("", dir, bad, err, errcap);
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return refuse(err, errcap, "%s: %s", dir, strerror(errno));
+    }
+    candidates c = {0};
+    int rc = 0;
+    struct dirent *e;
+    while (rc == 0 && (e = readdir(d))) {
+        bool folder_name;
+        if (kb_name_matches(e->d_name, problem, &folder_name))
+            rc = add_kb_candidate(dirfd(d), dir, e->d_name, folder_name, &c, err, errcap);
+    }
+    closedir(d);
+    if (rc == 0)
+        rc = settle(rootfd, real_root, task_id, &c, out, err, errcap);
+    free_candidates(&c);
+    return rc;
+}
+
+/* rel (below the solutions folder) when it exists as a folder (want_folder) or as anything
+ * else (a .py file); a symlink on the way is refused. */
+static int add_id_candidate(int rootfd, const char *rel, bool want_folder, candidates *c, char *err,
+                            size_t errcap)
+{
+    size_t bad;
+    int fd = open_nofollow(rootfd, rel, O_PATH, &bad);
+    if (fd < 0)
+        return errno == ENOENT || errno == ENOTDIR ? 0 : open_failure("", rel, bad, err, errcap);
+    struct stat st;
+    int rc = fstat(fd, &st);
+    close(fd);
+    if (rc != 0)
+        return refuse(err, errcap, "%s: %s", rel, strerror(errno));
+    if (S_ISDIR(st.st_mode) != want_folder)
+        return 0;
+    return add_candidate(c, rel, want_folder, err, errcap);
+}
+
+/* Any other task: <id>/, <id>.py, and the same for the id's last part, exactly one of them. */
+static int find_by_id(int rootfd, const char *real_root, const char *task_id, solution *out,
+                      char *err, size_t errcap)
+{
+    const char *last = strrchr(task_id, '/');
+    const char *tries[2] = {task_id, last ? last + 1 : NULL};
+    candidates c = {0};
+    int rc = 0;
+    for (int i = 0; i < 2 && tries[i] && rc == 0; i++) {
+        if (strstr(tries[i], "..") || tries[i][0] == '/' || !tries[i][0])
+            continue; /* an id never leads out of the solutions folder */
+        for (int py = 0; py < 2 && rc == 0; py++) {
+            char rel[PATH_MAX];
+            if (text_fmt(rel, sizeof rel, "%s%s", tries[i], py ? ".py" : ""))
+                rc = add_id_candidate(rootfd, rel, !py, &c, err, errcap);
+        }
+    }
+    if (rc == 0)
+        rc = settle(rootfd, real_root, task_id, &c, out, err, errcap);
+    free_candidates(&c);
+    return rc;
 }
 
 int solution_find(const char *root, const char *task_id, solution *out, char *err, size_t errcap)
 {
     memset(out, 0, sizeof *out);
-    if (!is_dir(root)) {
-        text_fmt(err, errcap, "%s: not a folder", root);
-        return -1;
-    }
-    char rel[PATH_MAX], p[PATH_MAX + 300];
+    /* resolved once, so that each state's path can later be opened again from "/" without
+     * following any symlink: those in the folder's own path are the user's choice */
+    char real_root[PATH_MAX];
+    if (!realpath(root, real_root))
+        return refuse(err, errcap, "%s: %s", root, strerror(errno));
+    int rootfd = open(real_root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (rootfd < 0)
+        return refuse(err, errcap, "%s: not a folder", root);
     int level, problem;
-    if (kb_id(task_id, &level, &problem)) {
-        text_fmt(rel, sizeof rel, "level%d/%d", level, problem);
-        text_fmt(p, sizeof p, "%s/%s", root, rel);
-        if (is_dir(p))
-            return found_at(root, rel, out, err, errcap);
-        char dir[PATH_MAX + 16], prefix[32], name[256];
-        text_fmt(dir, sizeof dir, "%s/level%d", root, level);
-        text_fmt(prefix, sizeof prefix, "%d_", problem);
-        if (find_prefixed_py(dir, prefix, name, sizeof name)) {
-            text_fmt(rel, sizeof rel, "level%d/%s", level, name);
-            return found_at(root, rel, out, err, errcap);
-        }
+    int rc = kb_id(task_id, &level, &problem)
+                 ? find_kb(rootfd, real_root, task_id, level, problem, out, err, errcap)
+                 : find_by_id(rootfd, real_root, task_id, out, err, errcap);
+    close(rootfd);
+    if (rc != 1) {
+        out->rel[0] = '\0';
+        out->n_states = 0;
+    }
+    return rc;
+}
+
+/* ---- the files of one state ---------------------------------------------------------------- */
+
+/* A state's files, planned from their sizes before any is read. */
+typedef struct plan {
+    solution_file *files;
+    int n, max;
+    unsigned long long bytes;
+    const char *state; /* for messages */
+} plan;
+
+/* One file of the plan (rel: its path in the workspace; shown: in messages). */
+static int plan_file(plan *p, const char *rel, const char *shown, const struct stat *st, char *err,
+                     size_t errcap)
+{
+    if (p->n >= p->max)
+        return refuse(err, errcap, "%s: more than %d files in the solution", p->state, p->max);
+    solution_file *f = &p->files[p->n];
+    if (!text_fmt(f->rel, sizeof f->rel, "%s", rel))
+        return refuse(err, errcap, "%s: path too long", shown);
+    if ((unsigned long long)st->st_size > SOLUTION_MAX_FILE_BYTES)
+        return refuse(err, errcap,
+                      "%s: %lld bytes, more than the %u MiB one workspace file may hold "
+                      "(kgym-env's max_file_bytes)",
+                      shown, (long long)st->st_size, SOLUTION_MAX_FILE_BYTES >> 20);
+    p->bytes += (unsigned long long)st->st_size;
+    if (p->bytes > SOLUTION_MAX_STATE_BYTES)
+        return refuse(err, errcap,
+                      "%s: its files hold more than %u MiB in all (kgym-env's workspace quota); "
+                      "refused before reading them",
+                      p->state, SOLUTION_MAX_STATE_BYTES >> 20);
+    f->data = NULL;
+    f->len = 0;
+    p->n++;
+    return 0;
+}
+
+static int plan_folder(plan *p, int fd, const char *rel_dir, int depth, char *err, size_t errcap);
+
+/* One entry of a kernels folder: a file, or a sub-folder while depth < 2; a symlink or a name
+ * that is not UTF-8 is refused; a FIFO or socket holds no source and is left out. */
+static int plan_entry(plan *p, int dirfd, const char *name, const char *rel_dir, int depth,
+                      char *err, size_t errcap)
+{
+    char rel[PATH_MAX], shown[2 * PATH_MAX];
+    if (!text_fmt(rel, sizeof rel, "%s/%s", rel_dir, name))
+        return refuse(err, errcap, "%s/%s/%s: path too long", p->state, rel_dir, name);
+    text_fmt(shown, sizeof shown, "%s/%s", p->state, rel);
+    struct stat st;
+    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return errno == ENOENT ? 0 : refuse(err, errcap, "%s: %s", shown, strerror(errno));
+    if (S_ISLNK(st.st_mode))
+        return refuse(err, errcap, "%s: " SYMLINK_WHY, shown);
+    if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
         return 0;
-    }
-    const char *last = strrchr(task_id, '/');
-    const char *tries[2] = {task_id, last ? last + 1 : NULL};
-    for (int i = 0; i < 2 && tries[i]; i++) {
-        if (strstr(tries[i], "..") || tries[i][0] == '/' || !tries[i][0])
-            continue; /* an id never leads out of the solutions folder */
-        for (int py = 0; py < 2; py++) {
-            text_fmt(rel, sizeof rel, "%s%s", tries[i], py ? ".py" : "");
-            text_fmt(p, sizeof p, "%s/%s", root, rel);
-            if (py ? is_file(p) : is_dir(p))
-                return found_at(root, rel, out, err, errcap);
-        }
-    }
-    return 0;
+    if (!is_utf8_name(name))
+        return refuse(err, errcap, "%s: " NOT_UTF8_WHY, shown);
+    if (S_ISREG(st.st_mode))
+        return plan_file(p, rel, shown, &st, err, errcap);
+    if (depth >= 2)
+        return 0;
+    int fd = open_component(dirfd, name, O_RDONLY | O_DIRECTORY);
+    if (fd < 0)
+        return refuse(err, errcap, "%s: %s", shown, errno == ELOOP ? SYMLINK_WHY : strerror(errno));
+    return plan_folder(p, fd, rel, depth + 1, err, errcap);
 }
 
-static int add_file(const char *abs, const char *rel, solution_file *files, int *n, int max,
-                    char *err, size_t errcap)
+/* The kernels folder fd (rel_dir in the workspace), which it takes over. */
+static int plan_folder(plan *p, int fd, const char *rel_dir, int depth, char *err, size_t errcap)
 {
-    if (*n >= max) {
-        text_fmt(err, errcap, "more than %d files in the solution", max);
-        return -1;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return refuse(err, errcap, "%s/%s: %s", p->state, rel_dir, strerror(errno));
     }
-    solution_file *f = &files[*n];
-    if (!text_fmt(f->rel, sizeof f->rel, "%s", rel)) {
-        text_fmt(err, errcap, "%s: path too long", rel);
-        return -1;
-    }
-    if (file_read_all(abs, SOLUTION_MAX_FILE_BYTES, &f->data, &f->len) != 0) {
-        text_fmt(err, errcap, "%s: unreadable or larger than %u bytes", abs,
-                 SOLUTION_MAX_FILE_BYTES);
-        return -1;
-    }
-    (*n)++;
-    return 0;
-}
-
-static int add_kernels(const char *dir, const char *rel_dir, solution_file *files, int *n, int max,
-                       int depth, char *err, size_t errcap)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return 0; /* no kernels/: a pure model_new.py (it will fail the checks on its own) */
-    struct dirent *e;
     int rc = 0;
-    while (rc == 0 && (e = readdir(d))) {
-        if (e->d_name[0] == '.')
-            continue;
-        char abs[PATH_MAX + 300], rel[PATH_MAX + 300];
-        text_fmt(abs, sizeof abs, "%s/%s", dir, e->d_name);
-        text_fmt(rel, sizeof rel, "%s/%s", rel_dir, e->d_name);
-        if (is_file(abs))
-            rc = add_file(abs, rel, files, n, max, err, errcap);
-        else if (is_dir(abs) && depth < 2)
-            rc = add_kernels(abs, rel, files, n, max, depth + 1, err, errcap);
-    }
+    struct dirent *e;
+    while (rc == 0 && (e = readdir(d)))
+        if (e->d_name[0] != '.')
+            rc = plan_entry(p, dirfd(d), e->d_name, rel_dir, depth, err, errcap);
     closedir(d);
     return rc;
 }
 
+/* The workspace ws: model_new.py, then kernels/ (none is a pure model_new.py, which fails the
+ * server's checks on its own). */
+static int plan_workspace(plan *p, int ws, char *err, size_t errcap)
+{
+    char shown[PATH_MAX + 32];
+    text_fmt(shown, sizeof shown, "%s/model_new.py", p->state);
+    struct stat st;
+    if (fstatat(ws, "model_new.py", &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return refuse(err, errcap, "%s: no model_new.py", p->state);
+    if (S_ISLNK(st.st_mode))
+        return refuse(err, errcap, "%s: " SYMLINK_WHY, shown);
+    if (!S_ISREG(st.st_mode))
+        return refuse(err, errcap, "%s: not a regular file", shown);
+    if (plan_file(p, "model_new.py", shown, &st, err, errcap) != 0)
+        return -1;
+    size_t bad;
+    int fd = open_nofollow(ws, "kernels", O_RDONLY | O_DIRECTORY, &bad);
+    if (fd < 0)
+        return errno == ENOENT || errno == ENOTDIR
+                   ? 0
+                   : open_failure(p->state, "kernels", bad, err, errcap);
+    return plan_folder(p, fd, "kernels", 0, err, errcap);
+}
+
+/* Reads the regular file fd to its end (not trusting st_size: a file may grow while it is
+ * read), refusing more than max bytes. 0, -EFBIG, -EINVAL (not a regular file) or -errno. */
+static int read_regular(int fd, size_t max, char **out, size_t *len)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return -errno;
+    if (!S_ISREG(st.st_mode))
+        return -EINVAL; /* swapped for a FIFO since it was planned: never waited on (O_NONBLOCK) */
+    strbuf sb = STRBUF_INIT;
+    char buf[16384];
+    int rc = 0;
+    for (;;) {
+        ssize_t r = read(fd, buf, sizeof buf);
+        if (r == 0)
+            break;
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            rc = -errno;
+        else if (sb.len + (size_t)r > max)
+            rc = -EFBIG;
+        else if (sb_append(&sb, buf, (size_t)r) != 0)
+            rc = -ENOMEM;
+        if (rc)
+            break;
+    }
+    if (rc) {
+        sb_free(&sb);
+        return rc;
+    }
+    *len = sb.len;
+    *out = sb_steal(&sb);
+    return 0;
+}
+
+/* Reads the planned files, each at most what is left of the state's budget. dirfd/source: where
+ * each is read from (source: the one file of a KernelBench state; NULL: the files' own paths
+ * below the workspace dirfd). */
+static int read_plan(plan *p, int dirfd, const char *source, char *err, size_t errcap)
+{
+    size_t left = SOLUTION_MAX_STATE_BYTES;
+    for (int i = 0; i < p->n; i++) {
+        solution_file *f = &p->files[i];
+        const char *from = source ? source : f->rel;
+        size_t bad;
+        int fd = open_nofollow(dirfd, from, O_RDONLY | O_NONBLOCK, &bad);
+        if (fd < 0)
+            return open_failure(source ? "" : p->state, from, bad, err, errcap);
+        size_t cap = left < SOLUTION_MAX_FILE_BYTES ? left : SOLUTION_MAX_FILE_BYTES;
+        int rc = read_regular(fd, cap, &f->data, &f->len);
+        close(fd);
+        if (rc != 0)
+            return refuse(err, errcap, "%s%s%s: %s", source ? "" : p->state, source ? "" : "/",
+                          from,
+                          rc == -EFBIG    ? "grew past the size limits while it was read"
+                          : rc == -EINVAL ? "not a regular file"
+                                          : strerror(-rc));
+        left -= f->len;
+    }
+    return 0;
+}
+
 int solution_files(const char *state, solution_file *files, int max, char *err, size_t errcap)
 {
-    int n = 0;
-    if (is_file(state)) {
-        if (add_file(state, "model_new.py", files, &n, max, err, errcap) != 0)
-            return -1;
-        return n;
-    }
-    char p[PATH_MAX + 32];
-    text_fmt(p, sizeof p, "%s/model_new.py", state);
-    if (!is_file(p)) {
-        text_fmt(err, errcap, "%s: no model_new.py", state);
+    plan p = {.files = files, .max = max, .state = state};
+    size_t bad;
+    int fd = open_nofollow(AT_FDCWD, state, O_PATH, &bad);
+    if (fd < 0)
+        return open_failure("", state, bad, err, errcap);
+    struct stat st;
+    int rc = fstat(fd, &st) == 0 ? 0 : refuse(err, errcap, "%s: %s", state, strerror(errno));
+    if (rc == 0 && S_ISREG(st.st_mode)) /* a KernelBench .py, uploaded as model_new.py */
+        rc = plan_file(&p, "model_new.py", state, &st, err, errcap) == 0
+                 ? read_plan(&p, AT_FDCWD, state, err, errcap)
+                 : -1;
+    else if (rc == 0 && S_ISDIR(st.st_mode))
+        rc = plan_workspace(&p, fd, err, errcap) == 0 ? read_plan(&p, fd, NULL, err, errcap) : -1;
+    else if (rc == 0)
+        rc = refuse(err, errcap, "%s: not a regular file or a folder", state);
+    close(fd);
+    if (rc != 0) {
+        solution_files_free(files, p.n);
         return -1;
     }
-    if (add_file(p, "model_new.py", files, &n, max, err, errcap) != 0)
-        goto fail;
-    text_fmt(p, sizeof p, "%s/kernels", state);
-    if (add_kernels(p, "kernels", files, &n, max, 0, err, errcap) != 0)
-        goto fail;
-    return n;
-fail:
-    solution_files_free(files, n);
-    return -1;
+    return p.n;
 }
 
 void solution_files_free(solution_file *files, int n)

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from fake_kgym import FakeKgym
+
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 BENCH = REPO / os.environ.get("KGYM_BUILD", "build") / "kgym-bench"
@@ -371,47 +373,30 @@ def test_task_timeout_is_the_tasks_result_not_the_runs_end(kb, tmp_path):
     print(f"timeout case: {time.monotonic() - t0:.0f} s")
 
 
-class FakeBaselineServer:
+class FakeBaselineServer(FakeKgym):
     """Just enough of kgym-env's API for `kgym-bench baselines --server`: /v1/health (one GPU),
     /v1/tasks, and POST /v1/tasks/{id}/baselines, where a warm-up that overlaps another one
     "runs out of GPU memory" (the H200's message) and one alone compiles; measurements return
     fixed figures. Every call is logged, in order, with whether it overlapped another."""
 
+    protocol_version = "HTTP/1.0"  # one connection per request, as http.server does by default
+
     def __init__(self, tasks):
-        import http.server
         import threading
         self.tasks, self.calls, self.active = tasks, [], {}
         self.lock = threading.Lock()
-        fake = self
+        super().__init__()
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def reply(self, obj):
-                body = json.dumps(obj).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def do_GET(self):
-                if self.path.startswith("/v1/health"):
-                    return self.reply({"status": "ok", "gpus": [{"index": 0}]})
-                return self.reply({"tasks": [{"id": t, "level": 1, "suite": "kernelbench",
-                                              "name": t} for t in fake.tasks]})
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                task = self.path.split("/v1/tasks/")[1].rsplit("/baselines", 1)[0]
-                task = task.replace("%2F", "/").replace("%2f", "/")
-                self.reply(fake.baselines(task, body["phase"]))
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
+    def route(self, method, path, body, size):
+        if method == "GET":
+            if path.startswith("/v1/health"):
+                return 200, {"status": "ok", "gpus": [{"index": 0}]}
+            return 200, {"tasks": [{"id": t, "level": 1, "suite": "kernelbench", "name": t}
+                                   for t in self.tasks]}
+        body = json.loads(body)
+        task = path.split("/v1/tasks/")[1].rsplit("/baselines", 1)[0]
+        task = task.replace("%2F", "/").replace("%2f", "/")
+        return 200, self.baselines(task, body["phase"])
 
     def baselines(self, task, phase):
         me = object()
@@ -432,10 +417,6 @@ class FakeBaselineServer:
             return {"warmup": "compile_failed", "warmup_ms": 400.0, "compile_unavailable":
                     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 12.00 GiB"}
         return {"warmup": "compiled", "warmup_ms": 400.0}
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 def test_baselines_retry_out_of_memory_warmups_alone(tmp_path):

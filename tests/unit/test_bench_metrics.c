@@ -442,7 +442,8 @@ static json_t *old_run(void)
     return json_pack("[o, o, o, o, o, o, o, o]", timed("fails", 1.0, 0.01),
                      failed_task("passes", 1, "incorrect", NULL), timed("slower", 1.0, 0.03),
                      timed("noisy", 1.0, 0.03), timed("faster", 2.0, 0), timed("same", 1.0, 0),
-                     timed("removed", 1.0, 0), failed_task("still_bad", 1, "incorrect", NULL));
+                     failed_task("removed", 1, "incorrect", NULL),
+                     failed_task("still_bad", 1, "incorrect", NULL));
 }
 
 static json_t *new_run(void)
@@ -486,8 +487,8 @@ static void test_diff_categories(void **state)
     assert_near(json_number_value(json_object_get(e, "change")), -0.5);
     assert_near(json_number_value(json_object_get(e, "noise")), 0.05);
     only_entry(diff, "added", "added");
-    e = only_entry(diff, "removed", "removed");
-    assert_string_equal(json_string_value(json_object_get(e, "old_status")), "correct");
+    e = only_entry(diff, "removed", "removed"); /* failed in old: it cannot newly fail */
+    assert_string_equal(json_string_value(json_object_get(e, "old_status")), "incorrect");
     /* +8% inside a 10% band, +4% under min_change, a failure that fails differently */
     const json_t *unchanged = json_object_get(diff, "unchanged");
     assert_int_equal(json_array_size(unchanged), 3);
@@ -517,6 +518,32 @@ static void test_diff_identical_runs(void **state)
     assert_int_equal(json_array_size(json_object_get(diff, "unchanged")), 8);
     json_decref(diff);
     json_decref(tasks);
+}
+
+/* A task correct in old that new lacks (a PARTIAL run, a lost result) is newly failing, with
+ * the new status "absent": new did not show that it still passes. */
+static void test_diff_correct_task_absent_from_new(void **state)
+{
+    (void)state;
+    json_t *old_tasks = json_pack("[o, o]", timed("kept", 1.0, 0), timed("lost", 1.0, 0));
+    json_t *new_tasks = json_pack("[o]", timed("kept", 1.0, 0)), *diff = NULL;
+    char err[256];
+    assert_int_equal(bench_diff(old_tasks, new_tasks, 0.05, &diff, err, sizeof err), 1);
+    const json_t *e = only_entry(diff, "newly_failing", "lost");
+    assert_string_equal(json_string_value(json_object_get(e, "old_status")), "correct");
+    assert_string_equal(json_string_value(json_object_get(e, "new_status")), "absent");
+    assert_int_equal(json_array_size(json_object_get(diff, "removed")), 0);
+    captured c;
+    bench_print_diff(capture_start(&c), diff);
+    char *text = capture_end(&c);
+    assert_string_equal(text,
+                        "FAIL     lost: correct -> absent\n"
+                        "1 regression (1 newly failing, 0 slower); 0 newly passing, 0 faster, "
+                        "0 added, 0 removed, 1 unchanged\n");
+    free(text);
+    json_decref(diff);
+    json_decref(old_tasks);
+    json_decref(new_tasks);
 }
 
 static void expect_diff_refused(json_t *old_tasks, json_t *new_tasks, const char *want_in_err)
@@ -560,7 +587,7 @@ static void test_print_diff(void **state)
                         "PASS     passes: incorrect -> correct\n"
                         "FASTER   faster: 2.0000 -> 1.0000 ms (-50.0%, noise 5.0%)\n"
                         "ADDED    added (correct)\n"
-                        "REMOVED  removed (correct)\n"
+                        "REMOVED  removed (incorrect)\n"
                         "2 regressions (1 newly failing, 1 slower); 1 newly passing, 1 faster, "
                         "1 added, 1 removed, 3 unchanged\n");
     free(text);
@@ -608,6 +635,7 @@ int main(void)
         cmocka_unit_test(test_summary_fits_a_screen),
         cmocka_unit_test(test_diff_categories),
         cmocka_unit_test(test_diff_identical_runs),
+        cmocka_unit_test(test_diff_correct_task_absent_from_new),
         cmocka_unit_test(test_diff_malformed),
         cmocka_unit_test(test_print_diff),
         cmocka_unit_test(test_warmup_out_of_memory),

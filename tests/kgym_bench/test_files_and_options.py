@@ -1,0 +1,333 @@
+"""kgym-bench's files and options, with no evaluation: `baselines` against a fake server (below),
+`diff` over hand-made results.json files, and command lines refused before anything starts.
+
+What is checked (red-team D findings 2, 4, 10, 13, 17):
+- a baselines file that does not parse, or is not a baselines document, is refused and left
+  byte for byte as it was; so is one measured with another variant, device or torch version;
+- two `baselines` on one --file: the second is refused while the first runs, and the first
+  keeps every figure it measured;
+- `baselines` with no task selected exits 1, as `run` does;
+- `diff`: a task correct in OLD that NEW lacks, or a PARTIAL NEW, is a regression (exit 1);
+  malformed input says so, apart from a regression;
+- --task-timeout is bounded (a week), empty paths and an empty --only are refused."""
+import json
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from fake_kgym import FakeKgym
+
+REPO = Path(__file__).resolve().parents[2]
+BENCH = REPO / os.environ.get("KGYM_BUILD", "build") / "kgym-bench"
+FAKE_DEVICE, FAKE_TORCH = "Fake GPU", "0.0+fake"
+# a port nothing listens on: a command that got past its checks fails to connect there
+NO_SERVER = "http://127.0.0.1:9"
+
+
+@pytest.fixture(autouse=True)
+def built():
+    assert BENCH.is_file(), f"{BENCH} is missing: run make first"
+
+
+class FakeServer(FakeKgym):
+    """Just enough of kgym-env's API for `kgym-bench baselines --server`: /v1/health (one GPU),
+    /v1/tasks, and POST /v1/tasks/{id}/baselines, which answers after `delay` seconds with fixed
+    figures measured on `device` with `torch`. Every request is logged: (method, path, phase)."""
+
+    protocol_version = "HTTP/1.0"  # one connection per request, as http.server does by default
+
+    def __init__(self, tasks, device=FAKE_DEVICE, torch=FAKE_TORCH, delay=0.0):
+        self.tasks, self.device, self.torch, self.delay = tasks, device, torch, delay
+        self.requests, self.lock = [], threading.Lock()
+        super().__init__()
+
+    def route(self, method, path, body, size):
+        if method == "GET":
+            self.log("GET", path, None)
+            if path.startswith("/v1/health"):
+                return 200, {"status": "ok", "gpus": [{"index": 0}]}
+            return 200, {"tasks": [{"id": t, "level": 1, "suite": "kernelbench", "name": t}
+                                   for t in self.tasks]}
+        body = json.loads(body)
+        self.log("POST", path, body.get("phase"))
+        time.sleep(self.delay)
+        if body.get("phase") == "warmup":
+            return 200, {"warmup": "compiled", "warmup_ms": 1.0}
+        return 200, {"t_eager_ms": 1.0, "t_compile_ms": 2.0, "spread_eager": 0.01,
+                     "spread_compile": 0.01, "eval_ms": 5.0, "lease_wait_ms": 0.0,
+                     "device_name": self.device, "torch_version": self.torch}
+
+    def log(self, method, path, phase):
+        with self.lock:
+            self.requests.append((method, path, phase))
+
+    def measurements(self):
+        with self.lock:
+            return [r for r in self.requests if r[2] == "measure"]
+
+
+@pytest.fixture
+def fake_factory():
+    made = []
+
+    def make(tasks, **kw):
+        made.append(FakeServer(tasks, **kw))
+        return made[-1]
+
+    yield make
+    for f in made:
+        f.close()
+
+
+def baselines_args(url, file, out, *extra):
+    return [str(BENCH), "baselines", "--server", url, "--file", str(file), "--out", str(out),
+            "--jobs", "1", "--warmup-jobs", "0", "--quiet", *extra]
+
+
+def run_baselines(url, file, out, *extra):
+    return subprocess.run(baselines_args(url, file, out, *extra), capture_output=True, text=True,
+                          timeout=120)
+
+
+def baselines_doc(tasks, device=FAKE_DEVICE, torch=FAKE_TORCH, variant="gpu"):
+    rec = {"t_eager_ms": 3.0, "t_compile_ms": 4.0, "spread_eager": 0.01, "spread_compile": 0.01,
+           "eval_ms": 9.0, "lease_wait_ms": 0.0, "cached": False, "level": 1}
+    return {"tasks": {t: dict(rec) for t in tasks}, "device_name": device, "torch_version": torch,
+            "variant": variant}
+
+
+# ---- baselines: a file that is not this run's is refused, never rewritten ----------------------
+
+H200_FILE = json.dumps(baselines_doc(["kb/L1/1", "kb/L1/2"], device="NVIDIA H200",
+                                     torch="2.11.0+cu130"), indent=1)
+
+
+@pytest.mark.parametrize("text, msg", [
+    (H200_FILE.replace('"level": 1\n  }\n }', '"level": 1,\n  }\n }'), "cannot read it as JSON"),
+    (H200_FILE[: len(H200_FILE) // 2], "cannot read it as JSON"),  # cut short (a crash)
+    ("", "cannot read it as JSON"),
+    ('{"kb/L1/1": {"t_eager_ms": 1.0}}', 'no "tasks" object'),
+    ("[]", 'no "tasks" object'),
+], ids=["trailing-comma", "truncated", "empty", "no-tasks", "array"])
+def test_unreadable_baselines_file_is_refused_and_kept(fake_factory, tmp_path, text, msg):
+    fake = fake_factory(["kb/L1/1", "kb/L1/3"])
+    f = tmp_path / "b.json"
+    f.write_text(text)
+    p = run_baselines(fake.url, f, tmp_path / "o")
+    assert p.returncode == 1, p.stderr
+    assert msg in p.stderr and str(f) in p.stderr and "another --file" in p.stderr, p.stderr
+    assert f.read_text() == text  # not one byte changed
+    assert fake.requests == []  # refused before anything was measured
+
+
+def test_file_of_another_variant_is_refused(fake_factory, tmp_path):
+    fake = fake_factory(["kb/L1/1", "kb/L1/3"])
+    f = tmp_path / "b.json"
+    f.write_text(H200_FILE)
+    p = run_baselines(fake.url, f, tmp_path / "o", "--variant", "cpu")
+    assert p.returncode == 1, p.stderr
+    assert 'variant "gpu"' in p.stderr and "--variant cpu" in p.stderr, p.stderr
+    assert "another --file" in p.stderr, p.stderr
+    assert f.read_text() == H200_FILE
+    assert fake.requests == []
+
+
+@pytest.mark.parametrize("device, torch, field", [
+    ("NVIDIA H200", FAKE_TORCH, "device_name"),
+    (FAKE_DEVICE, "2.11.0+cu130", "torch_version"),
+])
+def test_file_of_another_device_or_torch_is_refused(fake_factory, tmp_path, device, torch, field):
+    """The server's device and torch version come with its first measurement: that one is not
+    kept, and the command stops at once (no further measurement)."""
+    fake = fake_factory(["kb/L1/1", "kb/L1/2", "kb/L1/3", "kb/L1/4"])
+    f = tmp_path / "b.json"
+    text = json.dumps(baselines_doc(["kb/L1/1"], device=device, torch=torch), indent=1)
+    f.write_text(text)
+    p = run_baselines(fake.url, f, tmp_path / "o")
+    assert p.returncode == 1, p.stderr
+    assert field in p.stderr and "another --file" in p.stderr, p.stderr
+    assert f.read_text() == text
+    assert len(fake.measurements()) == 1, fake.requests
+
+
+def test_a_file_of_this_setup_is_resumed(fake_factory, tmp_path):
+    """The control for the refusals above: the same file measured on this device gains the
+    tasks it lacked, and no temp file is left beside it. Also the longest --task-timeout."""
+    fake = fake_factory(["kb/L1/1", "kb/L1/2"])
+    f = tmp_path / "b.json"
+    f.write_text(json.dumps(baselines_doc(["kb/L1/1"])))
+    p = run_baselines(fake.url, f, tmp_path / "o", "--task-timeout", "604800")
+    assert p.returncode == 0, p.stderr
+    assert "1 in " in p.stderr and "1 to measure" in p.stderr, p.stderr
+    doc = json.loads(f.read_text())
+    assert set(doc["tasks"]) == {"kb/L1/1", "kb/L1/2"}
+    assert doc["tasks"]["kb/L1/1"]["t_eager_ms"] == 3.0  # the stored figure, not re-measured
+    assert (doc["device_name"], doc["torch_version"], doc["variant"]) == (FAKE_DEVICE, FAKE_TORCH,
+                                                                           "gpu")
+    assert sorted(x.name for x in tmp_path.iterdir() if x.name.startswith("b.json")) == [
+        "b.json", "b.json.lock"]
+
+
+def test_no_task_selected_exits_1_as_run_does(fake_factory, tmp_path):
+    fake = fake_factory(["kb/L1/1"])
+    f = tmp_path / "b.json"
+    p = run_baselines(fake.url, f, tmp_path / "o", "--only", "kb/L9/9")
+    assert p.returncode == 1, p.stderr
+    assert "no task selected" in p.stderr, p.stderr
+    assert not f.exists()
+
+
+# ---- baselines: one run per file at a time -----------------------------------------------------
+
+def test_second_baselines_on_one_file_is_refused(fake_factory, tmp_path):
+    tasks = [f"kb/L1/{i}" for i in range(1, 5)]
+    fake = fake_factory(tasks, delay=0.5)
+    f = tmp_path / "b.json"
+    first = subprocess.Popen(baselines_args(fake.url, f, tmp_path / "o1"), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not fake.measurements() and time.monotonic() < deadline and first.poll() is None:
+            time.sleep(0.05)
+        assert first.poll() is None and fake.measurements(), "the first run never got going"
+        second = subprocess.run(baselines_args(fake.url, f, tmp_path / "o2", "--only", "kb/L1/4"),
+                                capture_output=True, text=True, timeout=60)
+        _, err = first.communicate(timeout=60)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert second.returncode == 1, second.stderr
+    assert "in use by another kgym-bench" in second.stderr and str(f) in second.stderr, \
+        second.stderr
+    assert first.returncode == 0, err
+    assert set(json.loads(f.read_text())["tasks"]) == set(tasks)  # the first run lost nothing
+    assert len(fake.measurements()) == len(tasks)  # the second measured nothing
+
+
+# ---- diff: a missing or partial NEW is not a pass ----------------------------------------------
+
+def result(i, status="correct", t=1.0):
+    return {"task_id": f"kb/L1/{i}", "level": 1, "name": f"{i}_x", "status": status,
+            "t_candidate_ms": t if status == "correct" else None, "spread_candidate": 0.01}
+
+
+def results_file(path, tasks, selection=None):
+    doc = {"tasks": tasks}
+    if selection is not None:
+        doc["meta"] = {"selection": [{"task_id": f"kb/L1/{i}", "level": 1} for i in selection]}
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def diff(tmp_path, old, new):
+    return subprocess.run([str(BENCH), "diff", str(old), str(new)], capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_diff_task_correct_in_old_and_absent_from_new_is_a_regression(tmp_path):
+    old = results_file(tmp_path / "old.json", [result(1), result(2), result(3, "incorrect")])
+    new = results_file(tmp_path / "new.json", [result(1)])
+    p = diff(tmp_path, old, new)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "FAIL     kb/L1/2: correct -> absent" in p.stdout, p.stdout
+    assert "REMOVED  kb/L1/3 (incorrect)" in p.stdout, p.stdout  # could not newly fail
+    assert "1 regression (1 newly failing, 0 slower)" in p.stdout, p.stdout
+
+
+def test_diff_absent_task_that_failed_in_old_is_no_regression(tmp_path):
+    old = results_file(tmp_path / "old.json", [result(1), result(2, "compile_error")])
+    new = results_file(tmp_path / "new.json", [result(1)])
+    p = diff(tmp_path, old, new)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "REMOVED  kb/L1/2 (compile_error)" in p.stdout, p.stdout
+
+
+def test_diff_partial_new_run_fails_the_check(tmp_path):
+    """NEW selected 3 tasks and holds 2 (a PARTIAL run): the one not evaluated failed in OLD, so
+    no task newly fails, yet the check does not pass."""
+    old = results_file(tmp_path / "old.json", [result(1), result(2), result(3, "incorrect")])
+    new_dir = tmp_path / "new"
+    new_dir.mkdir()
+    results_file(new_dir / "results.json", [result(1), result(2)], selection=[1, 2, 3])
+    p = diff(tmp_path, old, new_dir)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "is PARTIAL (1 of 3 selected tasks without a result)" in p.stdout, p.stdout
+    assert "0 regressions" in p.stdout, p.stdout
+    # a whole NEW over the same selection passes; a PARTIAL OLD is only noted
+    results_file(new_dir / "results.json", [result(1), result(2), result(3)], selection=[1, 2, 3])
+    whole = diff(tmp_path, old, new_dir)
+    assert whole.returncode == 0, whole.stdout + whole.stderr
+    old_partial = results_file(tmp_path / "oldp.json", [result(1)], selection=[1, 2, 3])
+    noted = diff(tmp_path, old_partial, new_dir)
+    assert noted.returncode == 0, noted.stdout + noted.stderr
+    assert "note: OLD" in noted.stdout and "is PARTIAL" in noted.stdout, noted.stdout
+
+
+@pytest.mark.parametrize("new_text", [
+    '{"tasks": {"kb/L1/1": {}}}',  # not an array
+    '{"tasks": [{"task_id": "kb/L1/1", "status": "correct"}, '
+    '{"task_id": "kb/L1/1", "status": "correct"}]}',  # a task twice
+    '{"tasks": [',  # cut short
+], ids=["not-an-array", "repeated-id", "truncated"])
+def test_diff_malformed_input_is_told_apart_from_a_regression(tmp_path, new_text):
+    old = results_file(tmp_path / "old.json", [result(1)])
+    new = tmp_path / "new.json"
+    new.write_text(new_text)
+    p = diff(tmp_path, old, new)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "malformed input, nothing compared" in p.stderr and str(new) in p.stderr, p.stderr
+    assert "regression" not in p.stdout, p.stdout
+
+
+# ---- options refused before anything starts ------------------------------------------------------
+
+@pytest.mark.parametrize("value", ["inf", "1e16", "604801", "nan", "0.5"])
+def test_task_timeout_is_bounded(tmp_path, value):
+    p = subprocess.run([str(BENCH), "baselines", "--server", NO_SERVER, "--file",
+                        str(tmp_path / "b.json"), "--out", str(tmp_path / "o"), "--task-timeout",
+                        value], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1, p.stderr
+    assert "bad --task-timeout (1 to 604800 seconds" in p.stderr, p.stderr
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("command, option", [
+    ("run", "--out"), ("run", "--solutions"), ("run", "--kernelbench"), ("run", "--tasks"),
+    ("run", "--server"), ("run", "--server-bin"), ("run", "--python"), ("baselines", "--file"),
+    ("baselines", "--out"),
+])
+def test_empty_path_is_refused(tmp_path, command, option):
+    args = {"--out": str(tmp_path / "o"), "--solutions": str(tmp_path / "s"),
+            "--server": NO_SERVER, "--file": str(tmp_path / "b.json")}
+    args[option] = ""
+    argv = [str(BENCH), command]
+    for k, v in args.items():
+        if command == "run" or k != "--solutions":
+            argv += [k, v]
+    if option not in args:
+        argv += [option, ""]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert p.returncode == 1, p.stderr
+    assert f"{option} needs a path, not an empty string" in p.stderr, p.stderr
+    assert sorted(x.name for x in tmp_path.iterdir()) == []  # nothing created anywhere
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["baselines", "--only", ""], "bad --only (no task id"),
+    (["baselines", "--only", ",,"], "bad --only (no task id"),
+    (["baselines", "--jobs", "4294967297"], "bad --jobs (1..64)"),
+    (["baselines", "--warmup-jobs", "-4294967296"], "bad --warmup-jobs (0..64)"),
+    (["report", ""], "report needs a results folder"),
+    (["diff", "", "x"], "diff needs OLD and NEW"),
+], ids=["only-empty", "only-commas", "jobs-wraps", "warmup-jobs-wraps", "report", "diff"])
+def test_other_bad_options_are_refused(tmp_path, argv, msg):
+    p = subprocess.run([str(BENCH), *argv, "--server", NO_SERVER, "--file",
+                        str(tmp_path / "b.json"), "--out", str(tmp_path / "o")]
+                       if argv[0] == "baselines" else [str(BENCH), *argv],
+                       capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert p.returncode == 1, p.stderr
+    assert msg in p.stderr, p.stderr
