@@ -327,8 +327,8 @@ static bool holds_task(const json_t *tasks, const char *id)
 }
 
 /* Whether the run is PARTIAL, and why, in why: some tasks of its selection (meta.selection,
- * written by `run`) have no result, or its meta says "PARTIAL". A results.json without either
- * (hand-made) counts as whole. */
+ * written by `run`) have no result. A results.json without a selection (hand-made) counts as
+ * whole. */
 static bool is_partial(const diff_run *r, char *why, size_t whycap)
 {
     const json_t *meta = json_object_get(r->root, "meta");
@@ -344,9 +344,7 @@ static bool is_partial(const diff_run *r, char *why, size_t whycap)
     if (missing)
         text_fmt(why, whycap, "%zu of %zu selected tasks without a result", missing,
                  json_array_size(selection));
-    else if (json_object_get(meta, "PARTIAL"))
-        text_fmt(why, whycap, "its meta says PARTIAL");
-    return missing || json_object_get(meta, "PARTIAL");
+    return missing > 0;
 }
 
 /* A PARTIAL NEW fails the check whatever its tasks say: what it did not evaluate may have

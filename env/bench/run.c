@@ -23,9 +23,10 @@
 #include "util/strbuf.h"
 #include "util/text.h"
 
-/* Table rows: one per level plus the overall row. The server takes levels 1-100, so any
- * selection fits: a run never evaluates everything and then fails to tabulate it. */
-#define MAX_LEVEL_ROWS 101
+/* Table rows: one per level plus the overall row. Tasks take levels 0-100 (KernelBench's
+ * 1-3, a task store's own), so any selection fits: a run never evaluates everything and then
+ * fails to tabulate it. */
+#define MAX_LEVEL_ROWS 102
 /* ---- results.jsonl: the durable log ------------------------------------------------------- */
 
 /* Earlier results by task id (the last line for an id wins). infra_error results are dropped:
@@ -628,17 +629,37 @@ static int check_resume(const char *meta_path, const char *log_path, json_t *met
     return 1;
 }
 
-/* --restart: the earlier results move aside to results.jsonl.discarded (replacing an older
- * one) rather than being deleted, so a mistaken --restart can still be undone by hand. */
-static int discard_results(const char *log_path)
+/* --restart (or a folder with no run to resume): earlier results move aside to
+ * results.jsonl.discarded.<k>, with their meta.json beside them as meta.json.discarded.<k>,
+ * never replacing an earlier backup, so that a mistaken --restart (even repeated) can be undone
+ * by hand. An empty log holds nothing to keep. */
+static int discard_results(const char *log_path, const char *meta_path)
 {
-    char aside[PATH_MAX + 48];
-    text_fmt(aside, sizeof aside, "%s.discarded", log_path);
-    if (rename(log_path, aside) != 0 && errno != ENOENT) {
-        fprintf(stderr, "kgym-bench: cannot move %s aside: %s\n", log_path, strerror(errno));
-        return -1;
+    struct stat st;
+    if (stat(log_path, &st) != 0)
+        return errno == ENOENT ? 0 : -1;
+    if (st.st_size == 0)
+        return unlink(log_path) == 0 || errno == ENOENT ? 0 : -1;
+    char aside[PATH_MAX + 64];
+    for (int k = 1; k < 10000; k++) {
+        text_fmt(aside, sizeof aside, "%s.discarded.%d", log_path, k);
+        if (link(log_path, aside) == 0) { /* link, unlike rename, never replaces */
+            unlink(log_path);
+            text_fmt(aside, sizeof aside, "%s.discarded.%d", meta_path, k);
+            if (link(meta_path, aside) != 0 && errno != ENOENT)
+                fprintf(stderr,
+                        "kgym-bench: warning: cannot keep %s beside the discarded "
+                        "results: %s\n",
+                        meta_path, strerror(errno));
+            fprintf(stderr, "kgym-bench: earlier results moved aside to %s.discarded.%d\n",
+                    log_path, k);
+            return 0;
+        }
+        if (errno != EEXIST)
+            break;
     }
-    return 0;
+    fprintf(stderr, "kgym-bench: cannot move %s aside: %s\n", log_path, strerror(errno));
+    return -1;
 }
 
 /* A crash mid-append can leave results.jsonl ending in part of a line. Appending after it
@@ -647,8 +668,12 @@ static int discard_results(const char *log_path)
 static int cut_torn_tail(const char *log_path)
 {
     int fd = open(log_path, O_RDWR | O_CLOEXEC);
-    if (fd < 0)
-        return errno == ENOENT ? 0 : -1;
+    if (fd < 0 && errno == ENOENT)
+        return 0;
+    if (fd < 0) {
+        fprintf(stderr, "kgym-bench: cannot open %s: %s\n", log_path, strerror(errno));
+        return -1;
+    }
     struct stat st;
     off_t keep = 0;
     int rc = fstat(fd, &st);
@@ -657,6 +682,8 @@ static int cut_torn_tail(const char *log_path)
         off_t from = end > (off_t)sizeof buf ? end - (off_t)sizeof buf : 0;
         ssize_t n = pread(fd, buf, (size_t)(end - from), from);
         if (n != end - from) {
+            if (n >= 0)
+                errno = EIO; /* a short read: the file shrank under us */
             rc = -1;
             break;
         }
@@ -741,7 +768,7 @@ int bench_run(const bench_opts *o)
     if (resumed < 0)
         goto out;
     if (!resumed) {
-        if (discard_results(log_path) != 0)
+        if (discard_results(log_path, meta_path) != 0)
             goto out;
         char started[32];
         time_t now = time(NULL);
@@ -809,18 +836,24 @@ int bench_report(const char *out_dir)
 {
     char meta_path[PATH_MAX + 16];
     text_fmt(meta_path, sizeof meta_path, "%s/meta.json", out_dir);
-    json_error_t jerr;
-    json_t *meta = json_load_file(meta_path, 0, &jerr);
-    if (!meta || !json_is_array(json_object_get(meta, "selection"))) {
+    if (access(meta_path, F_OK) != 0) { /* before locking: never create a lock in a stranger */
         fprintf(stderr, "kgym-bench: %s: %s (not a kgym-bench results folder?)\n", meta_path,
-                meta ? "no \"selection\" array of tasks" : jerr.text);
-        json_decref(meta);
+                strerror(errno));
         return EXIT_SETUP;
     }
-    int lock_fd = lock_results_folder(out_dir); /* a run writing there would race the rewrite */
-    int rc = lock_fd >= 0 && finish(out_dir, meta, true) >= 0 ? EXIT_OK : EXIT_SETUP;
-    if (lock_fd >= 0)
-        close(lock_fd);
+    /* locked before meta.json is read: a run writing there would race the rewrite */
+    int lock_fd = lock_results_folder(out_dir);
+    if (lock_fd < 0)
+        return EXIT_SETUP;
+    json_error_t jerr;
+    json_t *meta = json_load_file(meta_path, 0, &jerr);
+    int rc = EXIT_SETUP;
+    if (!meta || !json_is_array(json_object_get(meta, "selection")))
+        fprintf(stderr, "kgym-bench: %s: %s (not a kgym-bench results folder?)\n", meta_path,
+                meta ? "no \"selection\" array of tasks" : jerr.text);
+    else if (finish(out_dir, meta, true) >= 0)
+        rc = EXIT_OK;
+    close(lock_fd);
     json_decref(meta);
     return rc;
 }

@@ -249,8 +249,14 @@ static int read_snapshot_names(DIR *d, const char *rel, char ***names_out, int *
     struct dirent *e;
     while (rc == 0 && (e = readdir(d))) {
         struct stat st;
-        if (e->d_name[0] == '.' || fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        if (e->d_name[0] == '.')
             continue;
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+            /* gone since readdir: fine; unreadable: a snapshot would silently go missing */
+            if (errno != ENOENT)
+                rc = refuse(err, errcap, "%s/snapshots/%s: %s", rel, e->d_name, strerror(errno));
+            continue;
+        }
         if (S_ISLNK(st.st_mode)) {
             rc = refuse(err, errcap, "%s/snapshots/%s: " SYMLINK_WHY, rel, e->d_name);
         } else if (S_ISDIR(st.st_mode) && !is_utf8_name(e->d_name)) {
@@ -286,8 +292,9 @@ static int add_snapshots(int ws, const char *real_root, const char *rel, solutio
                    : open_failure(rel, "snapshots", bad, err, errcap);
     DIR *d = fdopendir(fd);
     if (!d) {
+        int e = errno; /* close may change it */
         close(fd);
-        return refuse(err, errcap, "%s/snapshots: %s", rel, strerror(errno));
+        return refuse(err, errcap, "%s/snapshots: %s", rel, strerror(e));
     }
     char **names;
     int n;
@@ -317,8 +324,11 @@ static int collect_states(int rootfd, const char *real_root, const char *rel, so
     int rc = add_snapshots(ws, real_root, rel, out, err, errcap);
     struct stat st;
     bool has_model = fstatat(ws, "model_new.py", &st, AT_SYMLINK_NOFOLLOW) == 0;
+    int stat_errno = errno;
     close(ws);
-    if (rc == 0 && has_model && S_ISLNK(st.st_mode))
+    if (rc == 0 && !has_model && stat_errno != ENOENT)
+        rc = refuse(err, errcap, "%s/model_new.py: %s", rel, strerror(stat_errno));
+    else if (rc == 0 && has_model && S_ISLNK(st.st_mode))
         rc = refuse(err, errcap, "%s/model_new.py: " SYMLINK_WHY, rel);
     else if (rc == 0 && ((has_model && S_ISREG(st.st_mode)) || out->n_states == 0))
         rc = add_state(out, real_root, rel, NULL, err, errcap);
@@ -398,8 +408,9 @@ static int find_kb(int rootfd, const char *real_root, const char *task_id, int l
         return errno == ENOENT || errno == ENOTDIR ? 0 : open_failure("", dir, bad, err, errcap);
     DIR *d = fdopendir(fd);
     if (!d) {
+        int e = errno;
         close(fd);
-        return refuse(err, errcap, "%s: %s", dir, strerror(errno));
+        return refuse(err, errcap, "%s: %s", dir, strerror(e));
     }
     candidates c = {0};
     int rc = 0;
@@ -435,7 +446,8 @@ static int add_id_candidate(int rootfd, const char *rel, bool want_folder, candi
     return add_candidate(c, rel, want_folder, err, errcap);
 }
 
-/* Any other task: <id>/, <id>.py, and the same for the id's last part, exactly one of them. */
+/* Any other task: <id>/ or <id>.py, exactly one of them; only when neither exists, the same
+ * for the id's last part (the full id is the exact match and wins over the short one). */
 static int find_by_id(int rootfd, const char *real_root, const char *task_id, solution *out,
                       char *err, size_t errcap)
 {
@@ -443,7 +455,7 @@ static int find_by_id(int rootfd, const char *real_root, const char *task_id, so
     const char *tries[2] = {task_id, last ? last + 1 : NULL};
     candidates c = {0};
     int rc = 0;
-    for (int i = 0; i < 2 && tries[i] && rc == 0; i++) {
+    for (int i = 0; i < 2 && tries[i] && rc == 0 && c.n == 0; i++) {
         if (strstr(tries[i], "..") || tries[i][0] == '/' || !tries[i][0])
             continue; /* an id never leads out of the solutions folder */
         for (int py = 0; py < 2 && rc == 0; py++) {
@@ -552,8 +564,9 @@ static int plan_folder(plan *p, int fd, const char *rel_dir, int depth, char *er
 {
     DIR *d = fdopendir(fd);
     if (!d) {
+        int e = errno;
         close(fd);
-        return refuse(err, errcap, "%s/%s: %s", p->state, rel_dir, strerror(errno));
+        return refuse(err, errcap, "%s/%s: %s", p->state, rel_dir, strerror(e));
     }
     int rc = 0;
     struct dirent *e;
@@ -572,7 +585,8 @@ static int plan_workspace(plan *p, int ws, char *err, size_t errcap)
     text_fmt(shown, sizeof shown, "%s/model_new.py", p->state);
     struct stat st;
     if (fstatat(ws, "model_new.py", &st, AT_SYMLINK_NOFOLLOW) != 0)
-        return refuse(err, errcap, "%s: no model_new.py", p->state);
+        return errno == ENOENT ? refuse(err, errcap, "%s: no model_new.py", p->state)
+                               : refuse(err, errcap, "%s: %s", shown, strerror(errno));
     if (S_ISLNK(st.st_mode))
         return refuse(err, errcap, "%s: " SYMLINK_WHY, shown);
     if (!S_ISREG(st.st_mode))

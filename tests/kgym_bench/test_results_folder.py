@@ -124,8 +124,13 @@ def test_unreadable_meta_refuses_and_keeps_the_results(tmp_path):
         assert log.read_bytes() == kept
         p = run(fake, sol, out, "--restart")  # asked for: the old results move aside
         assert p.returncode == 0, p.stderr
-        assert (out / "results.jsonl.discarded").read_bytes() == kept
+        assert (out / "results.jsonl.discarded.1").read_bytes() == kept
         assert len(lines(log)) == 2
+        p = run(fake, sol, out, "--restart")  # again: the first backup is not replaced
+        assert p.returncode == 0, p.stderr
+        assert (out / "results.jsonl.discarded.1").read_bytes() == kept
+        assert (out / "results.jsonl.discarded.2").is_file()
+        assert (out / "meta.json.discarded.2").is_file()
     finally:
         fake.close()
 
@@ -170,7 +175,7 @@ def test_a_second_process_on_the_folder_is_refused(tmp_path):
                                timeout=60)
             assert r.returncode == 1 and "in use" in r.stderr, r.stderr
         assert (out / "results.jsonl").read_bytes() == before
-        assert not (out / "results.jsonl.discarded").exists()
+        assert not list(out.glob("results.jsonl.discarded*"))
     finally:
         fake.close()
 

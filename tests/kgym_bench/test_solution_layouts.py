@@ -307,6 +307,19 @@ def test_ambiguous_lookups_are_refused_naming_the_candidates(tmp_path):
     assert sorted(fake.episodes.values()) == ["kb/L1/25"]
 
 
+def test_the_full_task_id_wins_over_its_last_part(tmp_path):
+    """A task store id grp/foo: grp/foo/ is the exact match; foo/ beside it is another
+    task's (or a short alias) and never makes the lookup ambiguous. foo/ alone is found."""
+    sol = tmp_path / "sol"
+    workspace(sol / "grp" / "foo")
+    workspace(sol / "foo")
+    workspace(sol / "bar")
+    results, _, _ = run_bench(tmp_path, sol, {"grp/foo": 1, "grp/bar": 1})
+    assert results["grp/foo"]["status"] == "correct", results["grp/foo"]
+    assert results["grp/foo"]["solution"] == "grp/foo"
+    assert results["grp/bar"]["solution"] == "bar", results["grp/bar"]
+
+
 def test_a_name_that_is_not_utf8_gets_a_clear_error(tmp_path):
     """A KernelBench file and a kernels/ file whose names are not UTF-8: each task is a
     BAD_SOLUTION whose error shows the name (bytes as \\xNN), and the line keeps its fields."""
