@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "util/fileio.h"
 #include "util/strbuf.h"
 #include "util/text.h"
 
@@ -26,37 +27,6 @@
 #define NOT_UTF8_WHY "the name is not valid UTF-8 (shown with \\xNN for its bad bytes): rename it"
 
 /* ---- messages ------------------------------------------------------------------------------ */
-
-/* The length of the UTF-8 character at s (1 to 4 bytes), or 0 when the bytes there are not one. */
-static size_t utf8_char_len(const char *s, size_t left)
-{
-    for (size_t k = 1; k <= 4 && k <= left; k++)
-        if (text_is_utf8(s, k))
-            return k;
-    return 0;
-}
-
-/* s into out (cap bytes, NUL-terminated), every byte that is not part of a valid UTF-8
- * character written as \xNN: the message ends up in a JSON string, which cannot hold them
- * (jansson's json_string() refuses them, and the result line would lose its "error"). */
-static void escape_non_utf8(const char *s, char *out, size_t cap)
-{
-    if (cap == 0)
-        return;
-    size_t o = 0, len = strlen(s);
-    for (size_t i = 0; i < len;) {
-        size_t k = utf8_char_len(s + i, len - i);
-        if (o + (k ? k : 4) >= cap)
-            break;
-        if (k)
-            memcpy(out + o, s + i, k);
-        else
-            snprintf(out + o, 5, "\\x%02X", (unsigned char)s[i]);
-        o += k ? k : 4;
-        i += k ? k : 1;
-    }
-    out[o] = '\0';
-}
 
 /* text_fail for messages that name files: their names may not be UTF-8, so they are escaped. */
 static int refuse(char *err, size_t errcap, const char *fmt, ...)
@@ -69,7 +39,7 @@ static int refuse(char *err, size_t errcap, const char *fmt, ...)
     vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
     if (err)
-        escape_non_utf8(raw, err, errcap);
+        text_escape_utf8(raw, err, errcap);
     return -1;
 }
 
@@ -602,42 +572,6 @@ static int plan_workspace(plan *p, int ws, char *err, size_t errcap)
     return plan_folder(p, fd, "kernels", 0, err, errcap);
 }
 
-/* Reads the regular file fd to its end (not trusting st_size: a file may grow while it is
- * read), refusing more than max bytes. 0, -EFBIG, -EINVAL (not a regular file) or -errno. */
-static int read_regular(int fd, size_t max, char **out, size_t *len)
-{
-    struct stat st;
-    if (fstat(fd, &st) != 0)
-        return -errno;
-    if (!S_ISREG(st.st_mode))
-        return -EINVAL; /* swapped for a FIFO since it was planned: never waited on (O_NONBLOCK) */
-    strbuf sb = STRBUF_INIT;
-    char buf[16384];
-    int rc = 0;
-    for (;;) {
-        ssize_t r = read(fd, buf, sizeof buf);
-        if (r == 0)
-            break;
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            rc = -errno;
-        else if (sb.len + (size_t)r > max)
-            rc = -EFBIG;
-        else if (sb_append(&sb, buf, (size_t)r) != 0)
-            rc = -ENOMEM;
-        if (rc)
-            break;
-    }
-    if (rc) {
-        sb_free(&sb);
-        return rc;
-    }
-    *len = sb.len;
-    *out = sb_steal(&sb);
-    return 0;
-}
-
 /* Reads the planned files, each at most what is left of the state's budget. dirfd/source: where
  * each is read from (source: the one file of a KernelBench state; NULL: the files' own paths
  * below the workspace dirfd). */
@@ -652,7 +586,7 @@ static int read_plan(plan *p, int dirfd, const char *source, char *err, size_t e
         if (fd < 0)
             return open_failure(source ? "" : p->state, from, bad, err, errcap);
         size_t cap = left < SOLUTION_MAX_FILE_BYTES ? left : SOLUTION_MAX_FILE_BYTES;
-        int rc = read_regular(fd, cap, &f->data, &f->len);
+        int rc = file_read_fd(fd, cap, &f->data, &f->len);
         close(fd);
         if (rc != 0)
             return refuse(err, errcap, "%s%s%s: %s", source ? "" : p->state, source ? "" : "/",

@@ -13,12 +13,18 @@ int file_read_all(const char *path, size_t max, char **out, size_t *len)
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0)
         return -errno;
+    int rc = file_read_fd(fd, max, out, len);
+    close(fd);
+    return rc;
+}
+
+int file_read_fd(int fd, size_t max, char **out, size_t *len)
+{
     struct stat st;
-    int bad = fstat(fd, &st) != 0 ? -errno : !S_ISREG(st.st_mode) ? -EINVAL : 0;
-    if (bad) {
-        close(fd);
-        return bad; /* a FIFO or device is never read (O_NONBLOCK: never waited on either) */
-    }
+    if (fstat(fd, &st) != 0)
+        return -errno;
+    if (!S_ISREG(st.st_mode))
+        return -EINVAL; /* a FIFO or device is never read (O_NONBLOCK: never waited on either) */
     strbuf sb = STRBUF_INIT;
     char buf[16384];
     ssize_t r;
@@ -32,7 +38,6 @@ int file_read_all(const char *path, size_t max, char **out, size_t *len)
         else if (sb_append(&sb, buf, (size_t)r) != 0)
             rc = -ENOMEM;
     }
-    close(fd);
     if (rc) {
         sb_free(&sb);
         return rc;

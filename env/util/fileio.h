@@ -10,4 +10,8 @@
  * is not a regular file, or another -errno. */
 int file_read_all(const char *path, size_t max, char **out, size_t *len);
 
+/* The same for a file the caller opened (with O_NONBLOCK, so that a FIFO swapped in is never
+ * waited on); fd stays open. Same returns. */
+int file_read_fd(int fd, size_t max, char **out, size_t *len);
+
 #endif

@@ -149,3 +149,22 @@ int text_fail(char *err, size_t errcap, const char *fmt, ...)
     }
     return -1;
 }
+
+void text_escape_utf8(const char *s, char *out, size_t cap)
+{
+    if (cap == 0)
+        return;
+    size_t o = 0, len = strlen(s);
+    for (size_t i = 0; i < len;) {
+        size_t k = utf8_seq_len((const unsigned char *)s + i, len - i);
+        if (o + (k ? k : 4) >= cap)
+            break;
+        if (k)
+            memcpy(out + o, s + i, k);
+        else
+            snprintf(out + o, 5, "\\x%02X", (unsigned char)s[i]);
+        o += k ? k : 4;
+        i += k ? k : 1;
+    }
+    out[o] = '\0';
+}

@@ -15,6 +15,12 @@ bool text_looks_binary(const char *bytes, size_t len);
  * byte (which a C string cannot hold), becomes U+FFFD. Never NULL unless memory ran out. */
 char *text_sanitize_utf8(const char *bytes, size_t len);
 
+/* Copies the C string s into out (cap bytes, always NUL-terminated when cap > 0, cut on a
+ * character boundary when it does not fit), writing every byte that is not part of a valid
+ * UTF-8 character as \xNN: for messages naming files whose names may not be UTF-8, where the
+ * bad bytes must stay visible (text_sanitize_utf8 would turn them all into U+FFFD). */
+void text_escape_utf8(const char *s, char *out, size_t cap);
+
 /* Caps text to at most cap bytes by keeping the head and the tail and putting a marker line
  * "[... N bytes omitted ...]" between them; cuts only on UTF-8 character boundaries. Returns a
  * new string; *truncated tells whether anything was cut. Input must be valid UTF-8. */
