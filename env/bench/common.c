@@ -112,7 +112,7 @@ void bench_server_disconnect(bench_server *sc)
 
 static bool selected(const bench_opts *o, const char *id, int level)
 {
-    if (o->levels && (level <= 0 || level > 30 || !(o->levels & (1u << level))))
+    if (o->levels_given && (level < 0 || level > BENCH_MAX_LEVEL || !o->level_on[level]))
         return false;
     if (o->n_only == 0)
         return true;

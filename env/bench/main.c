@@ -32,7 +32,7 @@ static void usage(FILE *out)
         "  --tasks PATH         a kgym task store instead (solutions laid out as <task_id>/)\n"
         "  --solutions DIR      level<L>/<P>/ workspaces or level<L>/<P>_<name>.py files (run)\n"
         "  --out DIR            results folder (run; default results/run); a run there resumes\n"
-        "  --levels 1,2,3       levels to evaluate (default all)\n"
+        "  --levels 1,2,3       levels to evaluate, 1-100 (default all)\n"
         "  --only ID[,ID...]    only these task ids (repeatable), e.g. kb/L1/19\n"
         "  --server URL         a running kgym-env (default: start one on a free port)\n"
         "  --server-bin PATH    kgym-env to start (default: beside kgym-bench)\n"
@@ -107,22 +107,25 @@ static const struct option LONG_OPTS[] = {
  * milliseconds would overflow the HTTP client's long. */
 #define MAX_TASK_TIMEOUT_S (7 * 24 * 3600.0)
 
-static int parse_levels(const char *s, unsigned *mask)
+/* --levels 1,2,3: marks each in o->level_on. -1 on an empty list or a level outside 1-100. */
+static int parse_levels(const char *s, bench_opts *o)
 {
-    *mask = 0;
+    memset(o->level_on, 0, sizeof o->level_on);
+    o->levels_given = false;
     char *copy = strdup(s), *save = NULL;
-    int rc = 0;
-    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    int rc = copy ? 0 : -1;
+    for (char *tok = copy ? strtok_r(copy, ",", &save) : NULL; tok;
+         tok = strtok_r(NULL, ",", &save)) {
         char *end;
         long v = strtol(tok, &end, 10);
-        if (*end || v < 1 || v > 30) {
+        if (*end || v < 1 || v > BENCH_MAX_LEVEL) {
             rc = -1;
             break;
         }
-        *mask |= 1u << v;
+        o->level_on[v] = o->levels_given = true;
     }
     free(copy);
-    return rc == 0 && *mask ? 0 : -1;
+    return rc == 0 && o->levels_given ? 0 : -1;
 }
 
 /* --only takes a comma list too; the strings live as long as the process (argv's copies).
@@ -205,7 +208,7 @@ static int parse(int argc, char **argv, bench_opts *o, const char **file, double
                 return 1;
             break;
         case OPT_LEVELS:
-            if (parse_levels(optarg, &o->levels) != 0)
+            if (parse_levels(optarg, o) != 0)
                 return bad("--levels", optarg);
             break;
         case OPT_ONLY:

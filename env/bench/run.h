@@ -12,6 +12,8 @@
 
 #define BENCH_MAX_SERVER_ARGS 32
 #define BENCH_MAX_ONLY 1024
+/* the highest level a task may have (kgym-env's task store takes 0-100; --levels takes 1-100) */
+#define BENCH_MAX_LEVEL 100
 
 typedef struct bench_opts {
     const char *server_url; /* NULL: start a private server */
@@ -23,7 +25,8 @@ typedef struct bench_opts {
     const char *solutions;   /* --solutions DIR */
     const char *out_dir;     /* --out RESULTS_DIR */
     const char *python;      /* --python: the Python with torch the server evaluates with */
-    unsigned levels;         /* bit L set: level L selected; 0 = every level */
+    bool levels_given;       /* --levels: only the levels marked in level_on */
+    bool level_on[BENCH_MAX_LEVEL + 1];
     const char *only[BENCH_MAX_ONLY]; /* --only ID (repeatable or comma list); none = all */
     int n_only;
     int jobs;              /* parallel evaluations (0: one per GPU, 1 on the CPU) */

@@ -261,3 +261,19 @@ def test_twenty_levels_are_tabulated(tmp_path):
         assert table[-1]["n"] == 20
     finally:
         fake.close()
+
+
+def test_levels_select_any_level_up_to_100(tmp_path):
+    tasks = {"kb/L3/1": 3, "kb/L40/1": 40, "kb/L100/1": 100, "kb/L7/1": 7}
+    fake = FakeEpisodeServer(tasks)
+    try:
+        out = tmp_path / "out"
+        p = run(fake, solutions(tmp_path / "sol", list(tasks)), out, "--levels", "40,100,3")
+        assert p.returncode == 0, p.stderr
+        got = {t["task_id"] for t in json.loads((out / "results.json").read_text())["tasks"]}
+        assert got == {"kb/L3/1", "kb/L40/1", "kb/L100/1"}
+        bad = run(fake, tmp_path / "sol", tmp_path / "out2", "--levels", "101")
+        assert bad.returncode == 1 and "--levels" in bad.stderr, bad.stderr
+    finally:
+        fake.close()
+
