@@ -23,10 +23,9 @@
 #include "util/strbuf.h"
 #include "util/text.h"
 
-/* Table rows: one per level plus the overall row. Tasks take levels 0-100 (KernelBench's
- * 1-3, a task store's own), so any selection fits: a run never evaluates everything and then
- * fails to tabulate it. */
-#define MAX_LEVEL_ROWS 102
+/* Table rows: one per level a task may have (0 to BENCH_MAX_LEVEL) plus the overall row, so
+ * any selection fits: a run never evaluates everything and then fails to tabulate it. */
+#define MAX_LEVEL_ROWS (BENCH_MAX_LEVEL + 2)
 /* ---- results.jsonl: the durable log ------------------------------------------------------- */
 
 /* Earlier results by task id (the last line for an id wins). infra_error results are dropped:
@@ -636,10 +635,12 @@ static int check_resume(const char *meta_path, const char *log_path, json_t *met
 static int discard_results(const char *log_path, const char *meta_path)
 {
     struct stat st;
-    if (stat(log_path, &st) != 0)
-        return errno == ENOENT ? 0 : -1;
-    if (st.st_size == 0)
-        return unlink(log_path) == 0 || errno == ENOENT ? 0 : -1;
+    bool unreadable = stat(log_path, &st) != 0;
+    if (unreadable && errno == ENOENT)
+        return 0;
+    if (!unreadable && st.st_size == 0 && unlink(log_path) == 0)
+        return 0; /* an empty log holds nothing to keep */
+    /* any other failure: the move below fails too, and says why */
     char aside[PATH_MAX + 64];
     for (int k = 1; k < 10000; k++) {
         text_fmt(aside, sizeof aside, "%s.discarded.%d", log_path, k);
