@@ -23,9 +23,10 @@ static void usage(FILE *out)
         "             results.json, report.md, meta.json} and prints the summary\n"
         "  baselines  measure (or reuse) eager and torch.compile times of the selected tasks\n"
         "  report     rewrite results.json/report.md of RESULTS_DIR from its results.jsonl\n"
-        "  diff OLD NEW  compare two results folders (or results.json files); exit 1 on a\n"
-        "             regression (a task newly failing or slower beyond the noise; a task\n"
-        "             correct in OLD that NEW lacks; NEW a PARTIAL run) or a malformed input\n"
+        "  diff OLD NEW  compare two results folders (or results.json files); exit 0 no\n"
+        "             regression, 1 a regression (a task newly failing or slower beyond the\n"
+        "             noise; a task correct in OLD that NEW lacks; NEW a PARTIAL run), 2 nothing\n"
+        "             compared (an input unreadable or malformed, or bad arguments)\n"
         "\n"
         "run / baselines options:\n"
         "  --kernelbench PATH   KernelBench checkout folder or {level,problem_id,name,code} JSONL\n"
@@ -53,8 +54,8 @@ static void usage(FILE *out)
         "diff options:\n"
         "  --min-change F       smallest relative time change reported (default 0.10)\n"
         "\n"
-        "Exit status: 0 done, 1 usage or setup error (or a diff regression), 2 infra errors\n"
-        "(the table is not clean), 3 interrupted (run again to resume).\n",
+        "Exit status: 0 done, 1 usage or setup error, 2 infra errors (the table is not clean),\n"
+        "3 interrupted (run again to resume); diff: 0, 1 or 2 as above.\n",
         out);
 }
 
@@ -173,12 +174,12 @@ static int number_in_range(const char *arg, double lo, double hi, double *out)
     return 0;
 }
 
-/* A path option: an empty one (an unset shell variable, most likely) is refused rather than
- * taken as the current folder or the root. */
-static int path_option(const char *option, const char *arg, const char **dst)
+/* A path or URL option (what: "a path", "a URL"): an empty one (an unset shell variable, most
+ * likely) is refused rather than taken as the current folder or the root. */
+static int nonempty_option(const char *option, const char *what, const char *arg, const char **dst)
 {
     if (arg[0] == '\0') {
-        fprintf(stderr, "kgym-bench: %s needs a path, not an empty string\n", option);
+        fprintf(stderr, "kgym-bench: %s needs %s, not an empty string\n", option, what);
         return 1;
     }
     *dst = arg;
@@ -192,19 +193,19 @@ static int parse(int argc, char **argv, bench_opts *o, const char **file, double
     while ((c = getopt_long(argc, argv, "h", LONG_OPTS, NULL)) != -1) {
         switch (c) {
         case OPT_KB:
-            if (path_option("--kernelbench", optarg, &o->kernelbench) != 0)
+            if (nonempty_option("--kernelbench", "a path", optarg, &o->kernelbench) != 0)
                 return 1;
             break;
         case OPT_TASKS:
-            if (path_option("--tasks", optarg, &o->tasks) != 0)
+            if (nonempty_option("--tasks", "a path", optarg, &o->tasks) != 0)
                 return 1;
             break;
         case OPT_SOLUTIONS:
-            if (path_option("--solutions", optarg, &o->solutions) != 0)
+            if (nonempty_option("--solutions", "a path", optarg, &o->solutions) != 0)
                 return 1;
             break;
         case OPT_OUT:
-            if (path_option("--out", optarg, &o->out_dir) != 0)
+            if (nonempty_option("--out", "a path", optarg, &o->out_dir) != 0)
                 return 1;
             break;
         case OPT_LEVELS:
@@ -216,11 +217,11 @@ static int parse(int argc, char **argv, bench_opts *o, const char **file, double
                 return bad("--only (no task id, or too many ids)", optarg);
             break;
         case OPT_SERVER:
-            if (path_option("--server", optarg, &o->server_url) != 0)
+            if (nonempty_option("--server", "a URL", optarg, &o->server_url) != 0)
                 return 1;
             break;
         case OPT_SERVER_BIN:
-            if (path_option("--server-bin", optarg, &o->server_bin) != 0)
+            if (nonempty_option("--server-bin", "a path", optarg, &o->server_bin) != 0)
                 return 1;
             break;
         case OPT_SERVER_ARG:
@@ -229,7 +230,7 @@ static int parse(int argc, char **argv, bench_opts *o, const char **file, double
             o->server_args[o->n_server_args++] = optarg;
             break;
         case OPT_PYTHON:
-            if (path_option("--python", optarg, &o->python) != 0)
+            if (nonempty_option("--python", "a path", optarg, &o->python) != 0)
                 return 1;
             break;
         case OPT_VARIANT:
@@ -256,7 +257,7 @@ static int parse(int argc, char **argv, bench_opts *o, const char **file, double
             o->quiet = true;
             break;
         case OPT_FILE:
-            if (path_option("--file", optarg, file) != 0)
+            if (nonempty_option("--file", "a path", optarg, file) != 0)
                 return 1;
             break;
         case OPT_MIN_CHANGE:
@@ -366,16 +367,19 @@ static bool report_partial(const diff_run *old_run, const diff_run *new_run)
     return true;
 }
 
-/* Exit status: 0 no regression, 1 a regression or a malformed input (told apart by the
- * message: "malformed input, nothing compared" on stderr, the diff and its summary on stdout). */
+enum { DIFF_SAME = 0, DIFF_REGRESSION = 1, DIFF_NOT_COMPARED = 2 };
+
+/* Exit status as diff(1)'s: DIFF_SAME, DIFF_REGRESSION (the diff and its summary on stdout), or
+ * DIFF_NOT_COMPARED (bad arguments, an input unreadable or malformed; why on stderr), so that a
+ * CI job never takes a broken results file for a regression or the other way round. */
 static int cmd_diff(int argc, char **argv, double min_change)
 {
     if (argc - optind != 2 || !argv[optind][0] || !argv[optind + 1][0]) {
         fprintf(stderr, "kgym-bench: diff needs OLD and NEW (results folders or results.json)\n");
-        return 1;
+        return DIFF_NOT_COMPARED;
     }
     diff_run old_run = {.which = "OLD"}, new_run = {.which = "NEW"};
-    int rc = 1;
+    int rc = DIFF_NOT_COMPARED;
     if (load_run(argv[optind], &old_run) == 0 && load_run(argv[optind + 1], &new_run) == 0) {
         json_t *d = NULL;
         char err[512];
@@ -387,7 +391,7 @@ static int cmd_diff(int argc, char **argv, double min_change)
         } else {
             bench_print_diff(stdout, d);
             bool partial = report_partial(&old_run, &new_run);
-            rc = reg > 0 || partial ? 1 : 0;
+            rc = reg > 0 || partial ? DIFF_REGRESSION : DIFF_SAME;
         }
         json_decref(d);
     }
@@ -409,7 +413,7 @@ int main(int argc, char **argv)
     double min_change = 0.10;
     const char *cmd = argv[1];
     if (parse(argc, argv, &o, &file, &min_change) != 0)
-        return 1;
+        return strcmp(cmd, "diff") == 0 ? DIFF_NOT_COMPARED : 1;
     if (strcmp(cmd, "diff") == 0)
         return cmd_diff(argc, argv, min_change);
     if (optind != argc && strcmp(cmd, "report") != 0) {

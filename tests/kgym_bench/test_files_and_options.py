@@ -278,9 +278,23 @@ def test_diff_malformed_input_is_told_apart_from_a_regression(tmp_path, new_text
     new = tmp_path / "new.json"
     new.write_text(new_text)
     p = diff(tmp_path, old, new)
-    assert p.returncode == 1, p.stdout + p.stderr
+    assert p.returncode == 2, p.stdout + p.stderr  # diff(1)'s "trouble", never 1 (a regression)
     assert "malformed input, nothing compared" in p.stderr and str(new) in p.stderr, p.stderr
     assert "regression" not in p.stdout, p.stdout
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["missing.json", "old.json"], "cannot read OLD"),
+    (["old.json", "--min-change", "x", "old.json"], "bad --min-change"),
+    (["old.json"], "diff needs OLD and NEW"),
+    (["", "old.json"], "diff needs OLD and NEW"),
+], ids=["unreadable", "bad-option", "one-argument", "empty-argument"])
+def test_diff_that_compares_nothing_exits_2(tmp_path, argv, msg):
+    results_file(tmp_path / "old.json", [result(1)])
+    p = subprocess.run([str(BENCH), "diff", *argv], capture_output=True, text=True, timeout=60,
+                       cwd=tmp_path)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert msg in p.stderr, p.stderr
 
 
 # ---- options refused before anything starts ------------------------------------------------------
@@ -312,7 +326,8 @@ def test_empty_path_is_refused(tmp_path, command, option):
         argv += [option, ""]
     p = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert p.returncode == 1, p.stderr
-    assert f"{option} needs a path, not an empty string" in p.stderr, p.stderr
+    what = "a URL" if option == "--server" else "a path"
+    assert f"{option} needs {what}, not an empty string" in p.stderr, p.stderr
     assert sorted(x.name for x in tmp_path.iterdir()) == []  # nothing created anywhere
 
 
@@ -322,8 +337,7 @@ def test_empty_path_is_refused(tmp_path, command, option):
     (["baselines", "--jobs", "4294967297"], "bad --jobs (1..64)"),
     (["baselines", "--warmup-jobs", "-4294967296"], "bad --warmup-jobs (0..64)"),
     (["report", ""], "report needs a results folder"),
-    (["diff", "", "x"], "diff needs OLD and NEW"),
-], ids=["only-empty", "only-commas", "jobs-wraps", "warmup-jobs-wraps", "report", "diff"])
+], ids=["only-empty", "only-commas", "jobs-wraps", "warmup-jobs-wraps", "report"])
 def test_other_bad_options_are_refused(tmp_path, argv, msg):
     p = subprocess.run([str(BENCH), *argv, "--server", NO_SERVER, "--file",
                         str(tmp_path / "b.json"), "--out", str(tmp_path / "o")]
