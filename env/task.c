@@ -1,5 +1,6 @@
 #include "task.h"
 
+#include "util/digest.h"
 #include "util/strbuf.h"
 #include "util/text.h"
 
@@ -1257,13 +1258,21 @@ int task_store_load_kernelbench(task_store *ts, const char *path, char *err, siz
 
 /* ---------------------------------------------------------------- JSON views */
 
+/* code_sha256 (and code_cpu_sha256, null without a CPU variant) name the reference a client's
+ * stored figures were measured on: a task id reused for other code shows as a new digest. */
 json_t *task_summary_json(const task *t)
 {
     if (!t)
         return NULL;
-    return json_pack("{s:s, s:s, s:o, s:s, s:s, s:b}", "id", t->id, "suite", t->suite, "level",
-                     t->level ? json_integer(t->level) : json_null(), "name", t->name,
-                     "description", t->description, "has_cpu_variant", t->code_cpu != NULL);
+    char sha[65], sha_cpu[65];
+    digest_sha256_hex(t->code, strlen(t->code), sha);
+    if (t->code_cpu)
+        digest_sha256_hex(t->code_cpu, strlen(t->code_cpu), sha_cpu);
+    return json_pack("{s:s, s:s, s:o, s:s, s:s, s:b, s:s, s:o}", "id", t->id, "suite", t->suite,
+                     "level", t->level ? json_integer(t->level) : json_null(), "name", t->name,
+                     "description", t->description, "has_cpu_variant", t->code_cpu != NULL,
+                     "code_sha256", sha, "code_cpu_sha256",
+                     t->code_cpu ? json_string(sha_cpu) : json_null());
 }
 
 json_t *task_detail_json(const task *t)

@@ -66,6 +66,8 @@ static json_t *measurement_record(const json_t *task, const json_t *reply)
     if (json_object_get(reply, "compile_unavailable"))
         json_object_set(rec, "compile_unavailable", json_object_get(reply, "compile_unavailable"));
     json_object_set(rec, "level", json_object_get(task, "level"));
+    if (json_object_get(task, "code_sha256"))
+        json_object_set(rec, "code_sha256", json_object_get(task, "code_sha256"));
     return rec;
 }
 
@@ -319,7 +321,18 @@ static int open_output_file(const bench_opts *o, const char *out_file, json_t **
     return lock_fd;
 }
 
-/* The selected tasks the file does not hold yet. */
+/* Whether a stored record was measured on another reference than the server's task of that id
+ * (a KernelBench file that reuses ids for other code). A record or a server without a digest
+ * (from before digests) matches by id alone. */
+static bool other_reference(const json_t *stored, const json_t *task)
+{
+    const char *had = json_string_value(json_object_get(stored, "code_sha256"));
+    const char *now = json_string_value(json_object_get(task, "code_sha256"));
+    return had && now && strcmp(had, now) != 0;
+}
+
+/* The selected tasks the file does not hold yet, or holds for another reference (measured
+ * again: the new figures replace the old ones). */
 static json_t *tasks_to_measure(const json_t *sel, const json_t *have)
 {
     json_t *todo = json_array();
@@ -327,7 +340,14 @@ static json_t *tasks_to_measure(const json_t *sel, const json_t *have)
     json_t *t;
     json_array_foreach(sel, i, t)
     {
-        if (!json_object_get(have, json_string_value(json_object_get(t, "task_id"))))
+        const char *id = json_string_value(json_object_get(t, "task_id"));
+        const json_t *stored = json_object_get(have, id);
+        if (stored && other_reference(stored, t))
+            fprintf(stderr,
+                    "kgym-bench: %s: the stored figures were measured on another reference "
+                    "(code_sha256 differs); measuring again\n",
+                    id);
+        if (!stored || other_reference(stored, t))
             json_array_append(todo, t);
     }
     return todo;

@@ -123,6 +123,23 @@ static bool selected(const bench_opts *o, const char *id, int level)
 }
 
 /* The server's catalogue, filtered: an array of {id, name, level}. NULL on error (printed). */
+/* One selected task: {task_id, name, level, code_sha256?}. code_sha256 names the reference the
+ * variant evaluates (the CPU variant's own code where the task has one); a server older than
+ * the digests sends none. */
+static json_t *task_entry(const bench_opts *o, const json_t *t, const char *id, int level)
+{
+    const char *name = json_string_value(json_object_get(t, "name"));
+    json_t *e =
+        json_pack("{s:s, s:s, s:i}", "task_id", id, "name", name ? name : "", "level", level);
+    const json_t *sha = json_object_get(t, "code_sha256");
+    const json_t *sha_cpu = json_object_get(t, "code_cpu_sha256");
+    if (strcmp(o->variant, "cpu") == 0 && json_is_string(sha_cpu))
+        sha = sha_cpu;
+    if (json_is_string(sha))
+        json_object_set(e, "code_sha256", (json_t *)sha);
+    return e;
+}
+
 json_t *bench_fetch_tasks(bench_http *h, const bench_opts *o)
 {
     char err[1024];
@@ -149,11 +166,7 @@ json_t *bench_fetch_tasks(bench_http *h, const bench_opts *o)
         bool other_suite =
             o->tasks && !o->kernelbench && suite && strcmp(suite, "kernelbench") == 0;
         if (id && !other_suite && selected(o, id, level))
-            json_array_append_new(out, json_pack("{s:s, s:s, s:i}", "task_id", id, "name",
-                                                 json_string_value(json_object_get(t, "name"))
-                                                     ? json_string_value(json_object_get(t, "name"))
-                                                     : "",
-                                                 "level", level));
+            json_array_append_new(out, task_entry(o, t, id, level));
     }
     json_decref(reply);
     for (int k = 0; k < o->n_only; k++) {

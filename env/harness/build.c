@@ -27,6 +27,7 @@
 #include "sandbox/sandbox.h"
 #include "server.h"
 #include "spawn.h"
+#include "util/digest.h"
 #include "util/fileio.h"
 #include "util/strbuf.h"
 #include "util/text.h"
@@ -41,32 +42,10 @@
 #define BUILD_MAX_BUILT (1ull << 30)    /* the objects one build compiles, together */
 #define BUILD_MAX_PCH (4ull << 30)      /* the precompiled torch header */
 #define BUILD_CAPTURE (1u << 20)        /* output kept per stream of one command */
-#define BUILD_FSIZE (2ull << 30)        /* RLIMIT_FSIZE of unsandboxed compilers (the PCH: ~0.7 GB) */
-#define PCH_HEADER "torch_ext.h"        /* force-included; its .gch sits beside it */
+#define BUILD_FSIZE (2ull << 30) /* RLIMIT_FSIZE of unsandboxed compilers (the PCH: ~0.7 GB) */
+#define PCH_HEADER "torch_ext.h" /* force-included; its .gch sits beside it */
 
 /* ---- SHA-256 ------------------------------------------------------------------------------ */
-
-static void to_hex(const unsigned char *d, size_t n, char *hex)
-{
-    static const char X[] = "0123456789abcdef";
-    for (size_t i = 0; i < n; i++) {
-        hex[2 * i] = X[d[i] >> 4];
-        hex[2 * i + 1] = X[d[i] & 15];
-    }
-    hex[2 * n] = '\0';
-}
-
-void build_sha256_hex(const void *data, size_t len, char hex[65])
-{
-    unsigned char d[EVP_MAX_MD_SIZE];
-    unsigned int n = 0;
-    if (EVP_Digest(data, len, d, &n, EVP_sha256(), NULL) != 1 || n != 32) {
-        memset(hex, '0', 64); /* only when libcrypto itself is broken */
-        hex[64] = '\0';
-        return;
-    }
-    to_hex(d, 32, hex);
-}
 
 /* An incremental hash of length-prefixed fields: ("ab", "c") and ("a", "bc") differ. */
 typedef struct hasher {
@@ -104,7 +83,7 @@ static int h_final(hasher *h, char hex[65])
     h->md = NULL;
     if (h->bad)
         return -1;
-    to_hex(d, 32, hex);
+    digest_to_hex(d, 32, hex);
     return 0;
 }
 
@@ -640,7 +619,7 @@ static int run_sandboxed(const runner *r, const char *const *argv, int timeout_m
     if (sandbox_run(req->sbx, &c, &sr) != 0) {
         o->infra = true;
         text_fmt(o->why, sizeof o->why, "the compile sandbox could not start (%s: %s)",
-            sr.run.fail_stage ? sr.run.fail_stage : "?", strerror(sr.run.fail_errno));
+                 sr.run.fail_stage ? sr.run.fail_stage : "?", strerror(sr.run.fail_errno));
         sandbox_result_deinit(&sr);
         return -1;
     }
@@ -651,7 +630,7 @@ static int run_sandboxed(const runner *r, const char *const *argv, int timeout_m
     if (sr.end == SBX_END_SETUP) {
         o->infra = true;
         text_fmt(o->why, sizeof o->why, "the compile sandbox could not be set up: %.150s",
-            sr.run.err.data ? sr.run.err.data : "");
+                 sr.run.err.data ? sr.run.err.data : "");
     }
     sandbox_end_note(&sr, o);
     sandbox_result_deinit(&sr);
@@ -680,7 +659,7 @@ static int run_plain(const runner *r, const char *const *argv, int timeout_ms, r
     if (spawn_run(&so, &sr) != 0) {
         o->infra = true;
         text_fmt(o->why, sizeof o->why, "cannot run %s (%s: %s)", argv[0],
-            sr.fail_stage ? sr.fail_stage : "?", strerror(sr.fail_errno));
+                 sr.fail_stage ? sr.fail_stage : "?", strerror(sr.fail_errno));
         spawn_result_deinit(&sr);
         return -1;
     }
@@ -777,7 +756,8 @@ static int store_file(const char *src, const char *dest, uint64_t max)
     }
     char tmp[PATH_MAX];
     static atomic_uint seq;
-    if (!text_fmt(tmp, sizeof tmp, "%s.tmp-%d-%u", dest, (int)getpid(), atomic_fetch_add(&seq, 1))) {
+    if (!text_fmt(tmp, sizeof tmp, "%s.tmp-%d-%u", dest, (int)getpid(),
+                  atomic_fetch_add(&seq, 1))) {
         close(in);
         errno = ENAMETOOLONG;
         return -1;
@@ -803,7 +783,8 @@ static int store_file(const char *src, const char *dest, uint64_t max)
 int build_cache_store(const char *cache_dir, const char *key, const char *obj_path)
 {
     char dir[PATH_MAX], dest[PATH_MAX];
-    if (!text_fmt(dir, sizeof dir, "%s/obj", cache_dir) || !text_fmt(dest, sizeof dest, "%s/%s.o", dir, key))
+    if (!text_fmt(dir, sizeof dir, "%s/obj", cache_dir) ||
+        !text_fmt(dest, sizeof dest, "%s/%s.o", dir, key))
         return errno = ENAMETOOLONG, -1;
     if (ensure_dir(cache_dir) != 0 || ensure_dir(dir) != 0)
         return -1;
@@ -1045,7 +1026,8 @@ static int h_headers(hasher *h, const snapshot *s, const src_file *own)
     mark_included_sources(s, own, in);
     for (size_t i = 0; i < s->n; i++) {
         const src_file *f = &s->f[i];
-        if (f == own || !in[i] || (own->trusted && !f->trusted) || (own->trusted && f->kind != SRC_HEADER))
+        if (f == own || !in[i] || (own->trusted && !f->trusted) ||
+            (own->trusted && f->kind != SRC_HEADER))
             continue;
         h_str(h, f->rel);
         h_field(h, f->data, f->len);
@@ -1166,7 +1148,7 @@ static void compile_unit(const runner *r, unit *u, atomic_uint_least64_t *built)
     } else if (rc != 0) {
         char msg[PATH_MAX + 64];
         text_fmt(msg, sizeof msg, "cannot write the object cache %s: %s", r->req->cache_dir,
-            strerror(errno));
+                 strerror(errno));
         server_log("warn", "build_cache", json_pack("{s:s}", "message", msg));
     }
 }
@@ -1568,7 +1550,7 @@ static int probe_run(const char *const *argv, char **out, char *err, size_t errc
     if (code != 0) {
         size_t n = r.err.len > 300 ? 300 : r.err.len;
         text_fmt(err, errcap, "%s exited with %d: %.*s", argv[0], code, (int)n,
-            r.err.data + r.err.len - n);
+                 r.err.data + r.err.len - n);
     }
     *out = r.out.data;
     r.out.data = NULL;
@@ -1614,11 +1596,11 @@ static int probe_torch(build_toolchain *tc, char *err, size_t errcap)
     if (!j)
         text_fmt(err, errcap, "%s printed no answer to the torch probe", tc->python);
     else if (json_object_get(j, "error"))
-        text_fmt(err, errcap, "torch is not importable by %s (%s): install it (mk/venv.sh)", tc->python,
-            json_string_value(json_object_get(j, "error")));
+        text_fmt(err, errcap, "torch is not importable by %s (%s): install it (mk/venv.sh)",
+                 tc->python, json_string_value(json_object_get(j, "error")));
     else if (!json_is_true(json_object_get(j, "python_h")))
         text_fmt(err, errcap, "python3-dev missing: no Python.h in %s",
-            json_string_value(json_object_get(j, "python_include")));
+                 json_string_value(json_object_get(j, "python_include")));
     else
         rc = 0;
     if (rc == 0) {

@@ -84,9 +84,6 @@ typedef struct build_result {
 int build_extension(const build_toolchain *tc, const build_request *req, build_result *res);
 void build_result_deinit(build_result *res);
 
-/* SHA-256 of data as 64 hex digits + NUL into hex. */
-void build_sha256_hex(const void *data, size_t len, char hex[65]);
-
 struct tool_env;
 /* The Compile tool's build of one episode's workspace (defined in env/tools/compile.c, shared
  * with Verify, Profile and Submit, which rebuild before evaluating): the request from the

@@ -1,4 +1,5 @@
 """Every route of the API (DESIGN.md §3.2): bodies, headers and the state changes they cause."""
+import hashlib
 import json
 import re
 
@@ -190,9 +191,15 @@ def test_tasks_list(client):
     by_id = {t["id"]: t for t in doc["tasks"]}
     assert len(by_id) == len(doc["tasks"]), "task ids must be unique"
     alpha = by_id["fixture/alpha"]
+    # the digests name the references (clients key stored figures on them): sha256 of the code
+    detail = client.get("/v1/tasks/fixture/alpha").json
+    sha = hashlib.sha256(detail["code"].encode()).hexdigest()
+    sha_cpu = hashlib.sha256(detail["code_cpu"].encode()).hexdigest()
     assert alpha == {"id": "fixture/alpha", "suite": "fixture", "level": 1, "name": "Alpha",
-                     "description": "ReLU of a matrix (fixture).", "has_cpu_variant": True}
+                     "description": "ReLU of a matrix (fixture).", "has_cpu_variant": True,
+                     "code_sha256": sha, "code_cpu_sha256": sha_cpu}
     assert by_id["fixture/deep/gamma"]["has_cpu_variant"] is False
+    assert by_id["fixture/deep/gamma"]["code_cpu_sha256"] is None
     for t in doc["tasks"]:  # summaries, not the code
         assert "code" not in t
 

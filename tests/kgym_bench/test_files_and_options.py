@@ -40,8 +40,9 @@ class FakeServer(FakeKgym):
 
     protocol_version = "HTTP/1.0"  # one connection per request, as http.server does by default
 
-    def __init__(self, tasks, device=FAKE_DEVICE, torch=FAKE_TORCH, delay=0.0):
+    def __init__(self, tasks, device=FAKE_DEVICE, torch=FAKE_TORCH, delay=0.0, digests=None):
         self.tasks, self.device, self.torch, self.delay = tasks, device, torch, delay
+        self.digests = digests or {}  # task id -> the listing's extra fields (code_sha256, ...)
         self.requests, self.lock = [], threading.Lock()
         super().__init__()
 
@@ -50,8 +51,8 @@ class FakeServer(FakeKgym):
             self.log("GET", path, None)
             if path.startswith("/v1/health"):
                 return 200, {"status": "ok", "gpus": [{"index": 0}]}
-            return 200, {"tasks": [{"id": t, "level": 1, "suite": "kernelbench", "name": t}
-                                   for t in self.tasks]}
+            return 200, {"tasks": [{"id": t, "level": 1, "suite": "kernelbench", "name": t,
+                                    **self.digests.get(t, {})} for t in self.tasks]}
         body = json.loads(body)
         self.log("POST", path, body.get("phase"))
         time.sleep(self.delay)
@@ -134,6 +135,40 @@ def test_file_of_another_variant_is_refused(fake_factory, tmp_path):
     assert "another --file" in p.stderr, p.stderr
     assert f.read_text() == H200_FILE
     assert fake.requests == []
+
+
+def test_figures_of_another_reference_are_measured_again(fake_factory, tmp_path):
+    """A stored task whose code_sha256 differs from the server's (a KernelBench file that reuses
+    ids for other code) is measured again and replaced; one stored with the same digest, or
+    before digests existed (none stored), is kept."""
+    doc = baselines_doc(["kb/L1/1", "kb/L1/2", "kb/L1/3"])
+    doc["tasks"]["kb/L1/1"]["code_sha256"] = "a" * 64
+    doc["tasks"]["kb/L1/2"]["code_sha256"] = "b" * 64
+    f = tmp_path / "b.json"
+    f.write_text(json.dumps(doc))
+    fake = fake_factory(["kb/L1/1", "kb/L1/2", "kb/L1/3"], digests={
+        "kb/L1/1": {"code_sha256": "a" * 64}, "kb/L1/2": {"code_sha256": "c" * 64},
+        "kb/L1/3": {"code_sha256": "d" * 64}})
+    p = run_baselines(fake.url, f, tmp_path / "o")
+    assert p.returncode == 0, p.stderr
+    assert [r[1] for r in fake.measurements()] == ["/v1/tasks/kb/L1/2/baselines"], fake.requests
+    assert "kb/L1/2: the stored figures were measured on another reference" in p.stderr, p.stderr
+    after = json.loads(f.read_text())["tasks"]
+    assert after["kb/L1/2"]["code_sha256"] == "c" * 64 and after["kb/L1/2"]["t_eager_ms"] == 1.0
+    assert after["kb/L1/1"] == doc["tasks"]["kb/L1/1"]  # same reference: kept as it was
+    assert after["kb/L1/3"] == doc["tasks"]["kb/L1/3"]  # stored without a digest: kept
+
+
+def test_cpu_variant_records_the_cpu_reference_digest(fake_factory, tmp_path):
+    fake = fake_factory(["kb/L1/1", "kb/L1/2"], digests={
+        "kb/L1/1": {"code_sha256": "g" * 64, "code_cpu_sha256": "c" * 64},
+        "kb/L1/2": {"code_sha256": "h" * 64, "code_cpu_sha256": None}})
+    f = tmp_path / "b.json"
+    p = run_baselines(fake.url, f, tmp_path / "o", "--variant", "cpu")
+    assert p.returncode == 0, p.stderr
+    after = json.loads(f.read_text())["tasks"]
+    assert after["kb/L1/1"]["code_sha256"] == "c" * 64  # the code the CPU variant runs
+    assert after["kb/L1/2"]["code_sha256"] == "h" * 64  # no CPU variant of its own
 
 
 @pytest.mark.parametrize("device, torch, field", [

@@ -20,6 +20,7 @@
 #include "harness/eval.h"
 #include "harness/objcache.h"
 #include "spawn.h"
+#include "util/digest.h"
 
 typedef struct bfx {
     fixture fx;
@@ -359,8 +360,9 @@ static void test_included_source_change_recompiles_includer(void **state)
     build_result r2 = build(b);
     assert_built(&r2, 2, 1); /* part.cpp and whole.cpp; binding.cpp cached */
     assert_int_equal(call_module(r2.so_path, "kgym_whole"), 120);
-    fx_puts(&b->fx, "kernels/other.cpp", "// not part.cpp's includer (naming it in a comment is fine)\n"
-                                         "extern \"C\" int kgym_other(void) { return 1; }\n");
+    fx_puts(&b->fx, "kernels/other.cpp",
+            "// not part.cpp's includer (naming it in a comment is fine)\n"
+            "extern \"C\" int kgym_other(void) { return 1; }\n");
     build_result r3 = build(b);
     assert_built(&r3, 1, 3); /* nobody includes other.cpp */
     /* an include through a macro could name anything: that unit follows every edit */
@@ -561,7 +563,7 @@ static void test_cache_store_refuses_symlinks(void **state)
 {
     bfx *b = *state;
     char obj[256], cached[256], key[65];
-    build_sha256_hex("x", 1, key);
+    digest_sha256_hex("x", 1, key);
     snprintf(obj, sizeof obj, "%s/x.o", b->fx.outside);
     snprintf(cached, sizeof cached, "%s/obj/%s.o", b->cache, key);
     struct stat st;
@@ -624,7 +626,7 @@ static void test_sha256(void **state)
 {
     (void)state;
     char hex[65];
-    build_sha256_hex("abc", 3, hex);
+    digest_sha256_hex("abc", 3, hex);
     assert_string_equal(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
@@ -689,7 +691,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_object_cache_cap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_build_total_is_capped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_header_change_recompiles_kernels, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_included_source_change_recompiles_includer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_included_source_change_recompiles_includer, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_workspace_fixed_files_are_ignored, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_sources, setup, teardown),
         cmocka_unit_test_setup_teardown(test_symlink_refused, setup, teardown),

@@ -684,13 +684,18 @@ static void test_json_views(void **state)
 
     json_t *s = task_summary_json(task_store_find(ts, "v/1"));
     assert_non_null(s);
-    assert_int_equal(json_object_size(s), 6);
+    assert_int_equal(json_object_size(s), 8);
     assert_string_equal(json_string_value(json_object_get(s, "id")), "v/1");
     assert_string_equal(json_string_value(json_object_get(s, "suite")), "ops");
     assert_int_equal(json_integer_value(json_object_get(s, "level")), 2);
     assert_string_equal(json_string_value(json_object_get(s, "name")), "torch.mm");
     assert_string_equal(json_string_value(json_object_get(s, "description")), "desc");
     assert_true(json_is_true(json_object_get(s, "has_cpu_variant")));
+    /* sha256 of each reference's bytes (Python's hashlib.sha256(b"x = 1\n").hexdigest()) */
+    assert_string_equal(json_string_value(json_object_get(s, "code_sha256")),
+                        "9e26bf369911c45c243c684147b23fc9e1dcfcf257d299a1c632016a6fcd33f4");
+    assert_string_equal(json_string_value(json_object_get(s, "code_cpu_sha256")),
+                        "dbe37ac31a72d7ea53b9ebee11146250c80c9f28852885229dcf56019ea1f465");
     json_decref(s);
 
     json_t *d = task_detail_json(task_store_find(ts, "v/1"));
@@ -707,6 +712,7 @@ static void test_json_views(void **state)
     assert_true(json_is_null(json_object_get(d, "code_cpu")));
     assert_true(json_is_null(json_object_get(d, "level")));
     assert_true(json_is_false(json_object_get(d, "has_cpu_variant")));
+    assert_true(json_is_null(json_object_get(d, "code_cpu_sha256")));
     assert_string_equal(json_string_value(json_object_get(d, "description")), "");
     json_decref(d);
     assert_null(task_summary_json(NULL));
