@@ -13,14 +13,10 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
+#include "util/safeopen.h"
 #include "util/text.h"
-
-/* openat2 returns EAGAIN when a concurrent rename makes a ".." check inconclusive; a few retries
- * make that transient failure invisible without risking an endless loop under attack. */
-#define OPENAT2_RETRIES 8
 
 /* Directory nesting ws_disk_usage descends into. One fd stays open per level, so this bounds the
  * fds a walk holds; anything deeper is not counted. */
@@ -166,31 +162,11 @@ static int errno_to_ws(int e)
     }
 }
 
-/* openat2 with the given resolve flags; returns an fd or -errno. */
-static int openat2_raw(int dir_fd, const char *path, int flags, mode_t mode, uint64_t resolve)
-{
-    struct open_how how;
-    memset(&how, 0, sizeof how);
-    how.flags = (uint64_t)(unsigned)(flags | O_CLOEXEC);
-    /* openat2 insists on mode 0 unless a file may be created. */
-    if (flags & (O_CREAT | __O_TMPFILE))
-        how.mode = mode & 07777;
-    how.resolve = resolve;
-    for (int attempt = 0; attempt < OPENAT2_RETRIES; attempt++) {
-        long fd = syscall(SYS_openat2, dir_fd, path, &how, sizeof how);
-        if (fd >= 0)
-            return (int)fd;
-        if (errno != EAGAIN && errno != EINTR)
-            return -errno;
-    }
-    return -EAGAIN;
-}
-
 int ws_open(int root_fd, const char *rel, int flags, mode_t mode)
 {
     if (!rel || rel[0] == '\0' || rel[0] == '/')
         return WS_E_INVALID;
-    int fd = openat2_raw(root_fd, rel, flags, mode, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS);
+    int fd = safeopen_at(root_fd, rel, flags, mode, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS);
     return fd >= 0 ? fd : errno_to_ws(-fd);
 }
 
@@ -292,7 +268,7 @@ static int du_dir(int dir_fd, int depth, unsigned long long *bytes)
             *bytes += (unsigned long long)st.st_size;
         } else if (S_ISDIR(st.st_mode) && depth < DU_MAX_DEPTH) {
             /* A single name resolved with no symlinks at all cannot leave this directory. */
-            int sub = openat2_raw(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY, 0,
+            int sub = safeopen_at(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY, 0,
                                   RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS);
             if (sub >= 0)
                 rc = du_dir(sub, depth + 1, bytes);

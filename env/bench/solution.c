@@ -1,14 +1,16 @@
 /* solution: where a task's solution lies and what to upload (see solution.h).
  *
  * Solutions are agent-written folders, so nothing in them is trusted to stay inside them: every
- * path below the solutions folder is opened one component at a time from the folder above it,
- * with O_NOFOLLOW (open_nofollow), and a symlink met anywhere is refused rather than followed.
+ * path below the solutions folder is opened with openat2(RESOLVE_NO_SYMLINKS) (open_nofollow),
+ * and a symlink met anywhere is refused rather than followed.
  * The solutions folder itself is resolved once with realpath(): its own path is the user's. */
 #include "bench/solution.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <linux/openat2.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -18,6 +20,7 @@
 #include <unistd.h>
 
 #include "util/fileio.h"
+#include "util/safeopen.h"
 #include "util/strbuf.h"
 #include "util/text.h"
 
@@ -59,81 +62,67 @@ static bool is_utf8_name(const char *name)
 
 /* ---- opening without following symlinks ---------------------------------------------------- */
 
-static bool is_symlink_at(int dirfd, const char *name)
+/* The length of path's prefix that ends with its component at p (p inside path). */
+static size_t prefix_through(const char *path, const char *p)
 {
-    struct stat st;
-    return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode);
+    return (size_t)(p + strcspn(p, "/") - path);
 }
 
-/* One path component in the folder dirfd, never through a symlink; errno ELOOP when it is one,
- * whatever the flags (with O_DIRECTORY openat says ENOTDIR; with O_PATH it opens the link). */
-static int open_component(int dirfd, const char *name, int flags)
+/* Why open_nofollow failed, for the message: the length of path's shortest prefix that is a
+ * symlink (errno ELOOP) or cannot be looked at (its errno), else all of path with errno kept. A
+ * second look after the failed open: only the message depends on it. */
+static size_t failing_prefix(int dirfd, const char *path)
 {
-    int fd = openat(dirfd, name, flags | O_NOFOLLOW | O_CLOEXEC);
-    struct stat st;
-    if (fd >= 0 && (flags & O_PATH) && fstat(fd, &st) == 0 && S_ISLNK(st.st_mode)) {
-        close(fd);
-        errno = ELOOP;
-        return -1;
+    int e = errno;
+    char buf[PATH_MAX];
+    size_t len = strlen(path);
+    if (len >= sizeof buf) {
+        errno = e;
+        return len;
     }
-    if (fd < 0) {
-        int e = errno;
-        errno = is_symlink_at(dirfd, name) ? ELOOP : e;
-    }
-    return fd;
-}
-
-/* Opens path below the folder dirfd (an absolute path: below "/") one component at a time,
- * none through a symlink: O_NOFOLLOW alone guards only a path's last component. Folders on the
- * way are opened O_PATH (search permission is enough), the last component with flags. Returns
- * the fd, or -1 with errno (ELOOP: a symlink; EINVAL: a ".." component) and *failed_len, the
- * length of the prefix of path that ends with the component that failed. */
-static int open_nofollow(int dirfd, const char *path, int flags, size_t *failed_len)
-{
-    int cur = dirfd;
-    bool own = false; /* whether cur is ours to close */
-    const char *p = path;
-    if (*p == '/') {
-        cur = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (cur < 0) {
-            *failed_len = 1;
-            return -1;
-        }
-        own = true;
-    }
-    for (;;) {
+    for (const char *p = path; *p;) {
         while (*p == '/')
             p++;
-        size_t n = strcspn(p, "/");
-        const char *next = p + n;
-        while (*next == '/')
-            next++;
-        bool last = *next == '\0';
-        int fd = -1;
-        char name[NAME_MAX + 1];
-        if (n == 0) /* "" or "/": the folder itself */
-            fd = openat(cur, ".", flags | O_CLOEXEC);
-        else if (n > NAME_MAX)
-            errno = ENAMETOOLONG;
-        else if (n == 2 && p[0] == '.' && p[1] == '.')
-            errno = EINVAL; /* never above the folder it starts from */
-        else {
-            memcpy(name, p, n);
-            name[n] = '\0';
-            fd = open_component(cur, name, last ? flags : O_PATH | O_DIRECTORY);
+        if (!*p)
+            break;
+        size_t n = prefix_through(path, p);
+        memcpy(buf, path, n);
+        buf[n] = '\0';
+        struct stat st;
+        if (fstatat(dirfd, buf, &st, AT_SYMLINK_NOFOLLOW) != 0)
+            return n; /* errno: why this component is not there */
+        if (S_ISLNK(st.st_mode)) {
+            errno = ELOOP;
+            return n;
         }
-        int e = errno;
-        if (own)
-            close(cur);
-        if (fd < 0 || last) {
-            *failed_len = (size_t)(p + n - path);
-            errno = e;
-            return fd;
-        }
-        cur = fd;
-        own = true;
-        p = next;
+        p = path + n;
     }
+    errno = e;
+    return len;
+}
+
+/* Opens path below the folder dirfd (an absolute path: from "/") with flags, never through a
+ * symlink anywhere on it: the kernel resolves it with RESOLVE_NO_SYMLINKS (O_NOFOLLOW alone
+ * guards only the last component). A ".." component is refused: nothing climbs above the folder
+ * it starts from. Returns the fd, or -1 with errno (ELOOP: a symlink; EINVAL: a "..") and
+ * *failed_len, the length of the prefix of path that ends with the component that failed. */
+static int open_nofollow(int dirfd, const char *path, int flags, size_t *failed_len)
+{
+    for (const char *p = path; *p; p += strcspn(p, "/")) {
+        while (*p == '/')
+            p++;
+        if (strncmp(p, "..", 2) == 0 && (p[2] == '/' || p[2] == '\0')) {
+            *failed_len = prefix_through(path, p);
+            errno = EINVAL;
+            return -1;
+        }
+    }
+    int fd = safeopen_at(dirfd, path[0] ? path : ".", flags, 0, RESOLVE_NO_SYMLINKS);
+    if (fd >= 0)
+        return fd;
+    errno = -fd;
+    *failed_len = failing_prefix(dirfd, path);
+    return -1;
 }
 
 /* ---- the lookup ---------------------------------------------------------------------------- */
@@ -523,7 +512,8 @@ static int plan_entry(plan *p, int dirfd, const char *name, const char *rel_dir,
         return plan_file(p, rel, shown, &st, err, errcap);
     if (depth >= 2)
         return 0;
-    int fd = open_component(dirfd, name, O_RDONLY | O_DIRECTORY);
+    size_t bad;
+    int fd = open_nofollow(dirfd, name, O_RDONLY | O_DIRECTORY, &bad);
     if (fd < 0)
         return refuse(err, errcap, "%s: %s", shown, errno == ELOOP ? SYMLINK_WHY : strerror(errno));
     return plan_folder(p, fd, rel, depth + 1, err, errcap);
