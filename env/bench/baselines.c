@@ -37,7 +37,8 @@ typedef struct phase {
     size_t done, failed;  /* over the whole command */
     size_t out_of_memory; /* warm-ups whose compile ran out of GPU memory */
     json_t *oom_tasks;    /* warm-ups: this batch's tasks that ran out of GPU memory */
-    json_t *file;         /* measurements: the output document, updated as results come */
+    json_t *file;         /* the output document: measurements update it as results come,
+                           * warm-ups only read its device and torch version */
     const char *out_file;
     atomic_int *stop_rc; /* set (an exit status) when the whole command must stop at once */
     double t0_ms;
@@ -166,6 +167,14 @@ static void one_task(phase *p, bench_http *h, const json_t *task, const json_t *
     long st = bench_http_json(h, "POST", path, body, &reply, err, sizeof err);
     bool ok = st == 200 && reply;
     pthread_mutex_lock(&p->lock);
+    if (ok && p->warmup && json_object_get(reply, "device_name") &&
+        !same_setup_as_file(p, reply)) {
+        /* known from the first warm-up: no further warm-up and no measurement starts */
+        atomic_store(p->stop_rc, EXIT_SETUP);
+        pthread_mutex_unlock(&p->lock);
+        json_decref(reply);
+        return;
+    }
     if (ok && !p->warmup && !keep_measurement(p, task, reply)) {
         pthread_mutex_unlock(&p->lock); /* not kept: said why, and the command stops */
         json_decref(reply);
@@ -373,6 +382,8 @@ static int measure(const bench_opts *o, const char *url, bench_http *h, json_t *
                   .warmup = true,
                   .label = "warm-up",
                   .todo = todo,
+                  .file = file, /* read only: its device and torch version */
+                  .out_file = out_file,
                   .oom_tasks = json_array(),
                   .stop_rc = &stop_rc,
                   .t0_ms = text_mono_ms()};

@@ -730,8 +730,10 @@ class Judge:
         comp = self.components
         comp.pop("checks", None)
         comp.update({"harness": HARNESS_VERSION, "device": self.device})
-        key, _dev = self.baseline_key()
-        comp["baseline_key"] = key
+        key, dev = self.baseline_key()
+        # the same fields as a measurement's: a client keeping figures of one device and torch
+        # version learns at the first warm-up that this server's differ, before any timing
+        comp.update({"baseline_key": key, "device_name": dev, "torch_version": self.torch.__version__})
         if os.path.exists(self.baseline_path(key)):
             comp["warmup"] = "cached"
             return

@@ -57,7 +57,8 @@ class FakeServer(FakeKgym):
         self.log("POST", path, body.get("phase"))
         time.sleep(self.delay)
         if body.get("phase") == "warmup":
-            return 200, {"warmup": "compiled", "warmup_ms": 1.0}
+            return 200, {"warmup": "compiled", "warmup_ms": 1.0, "device_name": self.device,
+                         "torch_version": self.torch}
         return 200, {"t_eager_ms": 1.0, "t_compile_ms": 2.0, "spread_eager": 0.01,
                      "spread_compile": 0.01, "eval_ms": 5.0, "lease_wait_ms": 0.0,
                      "device_name": self.device, "torch_version": self.torch}
@@ -187,6 +188,21 @@ def test_file_of_another_device_or_torch_is_refused(fake_factory, tmp_path, devi
     assert field in p.stderr and "another --file" in p.stderr, p.stderr
     assert f.read_text() == text
     assert len(fake.measurements()) == 1, fake.requests
+
+
+def test_another_device_is_refused_at_the_first_warm_up(fake_factory, tmp_path):
+    """Warm-ups report the server's device and torch version too: a file of another device
+    stops the command after the first warm-up, before any measurement or further warm-up."""
+    fake = fake_factory(["kb/L1/2", "kb/L1/3", "kb/L1/4"])
+    f = tmp_path / "b.json"
+    text = json.dumps(baselines_doc(["kb/L1/1"], device="NVIDIA H200"), indent=1)
+    f.write_text(text)
+    p = run_baselines(fake.url, f, tmp_path / "o", "--warmup-jobs", "1")  # the last one counts
+    assert p.returncode == 1, p.stderr
+    assert "device_name" in p.stderr and "another --file" in p.stderr, p.stderr
+    assert f.read_text() == text
+    assert fake.measurements() == [], fake.requests
+    assert [r[2] for r in fake.requests if r[0] == "POST"] == ["warmup"], fake.requests
 
 
 def test_a_file_of_this_setup_is_resumed(fake_factory, tmp_path):
