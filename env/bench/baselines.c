@@ -167,8 +167,7 @@ static void one_task(phase *p, bench_http *h, const json_t *task, const json_t *
     long st = bench_http_json(h, "POST", path, body, &reply, err, sizeof err);
     bool ok = st == 200 && reply;
     pthread_mutex_lock(&p->lock);
-    if (ok && p->warmup && json_object_get(reply, "device_name") &&
-        !same_setup_as_file(p, reply)) {
+    if (ok && p->warmup && json_object_get(reply, "device_name") && !same_setup_as_file(p, reply)) {
         /* known from the first warm-up: no further warm-up and no measurement starts */
         atomic_store(p->stop_rc, EXIT_SETUP);
         pthread_mutex_unlock(&p->lock);
@@ -252,6 +251,8 @@ static void retry_alone(phase *warm, size_t *retried, size_t *still_oom)
                   .warmup = true,
                   .label = "warm-up alone",
                   .todo = warm->oom_tasks,
+                  .file = warm->file,
+                  .out_file = warm->out_file,
                   .stop_rc = warm->stop_rc,
                   .t0_ms = text_mono_ms()};
     pthread_mutex_init(&solo.lock, NULL);

@@ -122,7 +122,6 @@ static bool selected(const bench_opts *o, const char *id, int level)
     return false;
 }
 
-/* The server's catalogue, filtered: an array of {id, name, level}. NULL on error (printed). */
 /* One selected task: {task_id, name, level, code_sha256?}. code_sha256 names the reference the
  * variant evaluates (the CPU variant's own code where the task has one); a server older than
  * the digests sends none. */
@@ -140,6 +139,7 @@ static json_t *task_entry(const bench_opts *o, const json_t *t, const char *id, 
     return e;
 }
 
+/* The server's catalogue, filtered: an array of task_entry's. NULL on error (printed). */
 json_t *bench_fetch_tasks(bench_http *h, const bench_opts *o)
 {
     char err[1024];

@@ -744,6 +744,12 @@ int bench_run(const bench_opts *o)
     int lock_fd = lock_results_folder(o->out_dir);
     if (lock_fd < 0)
         return EXIT_SETUP;
+    char why[512];
+    if (solution_check_support(why, sizeof why) != 0) {
+        fprintf(stderr, "kgym-bench: %s\n", why);
+        close(lock_fd);
+        return EXIT_SETUP;
+    }
     bench_install_signals();
     bench_server sc;
     if (bench_server_connect(o, &sc) != 0) {

@@ -69,7 +69,8 @@ static size_t prefix_through(const char *path, const char *p)
 }
 
 /* Why open_nofollow failed, for the message: the length of path's shortest prefix that is a
- * symlink (errno ELOOP) or cannot be looked at (its errno), else all of path with errno kept. A
+ * symlink (errno ELOOP), not a folder though more follows (ENOTDIR) or cannot be looked at (its
+ * errno), else all of path with errno kept. A
  * second look after the failed open: only the message depends on it. */
 static size_t failing_prefix(int dirfd, const char *path)
 {
@@ -96,6 +97,10 @@ static size_t failing_prefix(int dirfd, const char *path)
             return n;
         }
         p = path + n;
+        if (*p && !S_ISDIR(st.st_mode)) { /* a file where a folder was expected */
+            errno = ENOTDIR;
+            return n;
+        }
     }
     errno = e;
     return len;
@@ -123,6 +128,20 @@ static int open_nofollow(int dirfd, const char *path, int flags, size_t *failed_
     errno = -fd;
     *failed_len = failing_prefix(dirfd, path);
     return -1;
+}
+
+int solution_check_support(char *err, size_t errcap)
+{
+    int fd = safeopen_at(AT_FDCWD, "/", O_PATH | O_DIRECTORY, 0, RESOLVE_NO_SYMLINKS);
+    if (fd >= 0) {
+        close(fd);
+        return 0;
+    }
+    return text_fail(err, errcap,
+                     "this kernel refuses openat2 (%s), which kgym-bench needs to read solutions "
+                     "without following symlinks: Linux 5.6 or later, and a container seccomp "
+                     "profile that allows openat2",
+                     strerror(-fd));
 }
 
 /* ---- the lookup ---------------------------------------------------------------------------- */

@@ -12,9 +12,11 @@
  * best-of-trajectory rule); a model_new.py beside snapshots/ is the final state, evaluated last.
  * More than SOLUTION_MAX_SNAPSHOTS snapshots are refused, never cut to a subset.
  *
- * Nothing below the solutions folder is reached through a symlink: each path is opened one
- * component at a time with O_NOFOLLOW, and a symlink anywhere in a solution is refused, naming
- * it (it could otherwise upload host files from outside the folder into the workspace). Names
+ * Nothing below the solutions folder is reached through a symlink: each path is opened with
+ * openat2(RESOLVE_NO_SYMLINKS), and a symlink anywhere in a solution is refused, naming it (it
+ * could otherwise upload host files from outside the folder into the workspace). openat2 needs
+ * Linux 5.6 or later, unblocked by any seccomp profile: solution_check_support says whether it
+ * works here. Names
  * that are not valid UTF-8 are refused too (a JSON result cannot hold them). Every message is
  * valid UTF-8: bytes that are not are shown as \xNN. */
 #ifndef KGYM_BENCH_SOLUTION_H
@@ -39,6 +41,12 @@ typedef struct solution {
     /* absolute folders (or the .py file), under the solutions folder as realpath() gives it */
     char state[SOLUTION_MAX_SNAPSHOTS + 1][PATH_MAX];
 } solution;
+
+/* Whether this kernel lets kgym-bench open solutions safely (openat2 with RESOLVE_NO_SYMLINKS:
+ * Linux 5.6+, not blocked by a seccomp profile such as older Docker defaults). 0, or -1 with err
+ * saying why: every solution would otherwise fail to open and be scored as the solution's
+ * fault. */
+int solution_check_support(char *err, size_t errcap);
 
 /* Looks the task up. Returns 1 found, 0 none, -1 when the solution is refused (a symlink, an
  * ambiguous lookup, too many snapshots, a name that is not UTF-8) or a folder is unreadable;

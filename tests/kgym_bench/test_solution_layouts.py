@@ -334,3 +334,53 @@ def test_a_name_that_is_not_utf8_gets_a_clear_error(tmp_path):
     assert_refused(results["kb/L1/1"], "UTF-8", "level1/1_\\xFF\\xFE.py")
     assert_refused(results["kb/L1/2"], "UTF-8", "kernels/x\\xE9.cu")
     assert not fake.uploads
+
+
+# ---- review of the openat2 walk: a kernel without it is a setup error, not the solutions' ----
+
+NO_OPENAT2_SHIM = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <sys/syscall.h>
+/* syscall(2) as on a kernel before 5.6 (or under a seccomp profile that refuses openat2) */
+long syscall(long number, ...)
+{
+    va_list ap;
+    va_start(ap, number);
+    long a[6];
+    for (int i = 0; i < 6; i++)
+        a[i] = va_arg(ap, long);
+    va_end(ap);
+    if (number == SYS_openat2) {
+        errno = ENOSYS;
+        return -1;
+    }
+    long (*real)(long, ...) = (long (*)(long, ...))dlsym(RTLD_NEXT, "syscall");
+    return real(number, a[0], a[1], a[2], a[3], a[4], a[5]);
+}
+"""
+
+
+def test_a_kernel_without_openat2_stops_the_run_instead_of_failing_every_solution(tmp_path):
+    """Without openat2 every solution would fail to open and be scored incorrect, with exit 0
+    and a table that looks valid: the run is refused up front (exit 1), saying why."""
+    shim_c, shim = tmp_path / "no_openat2.c", tmp_path / "no_openat2.so"
+    shim_c.write_text(NO_OPENAT2_SHIM)
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(shim), str(shim_c), "-ldl"], check=True)
+    sol = tmp_path / "sol"
+    workspace(sol / "level1" / "1")
+    fake = FakeEvalServer({"kb/L1/1": 1})
+    try:
+        p = subprocess.run([str(BENCH), "run", "--server", fake.url, "--solutions", str(sol),
+                            "--out", str(tmp_path / "out"), "--variant", "cpu", "--only",
+                            "kb/L1/1", "--quiet"], capture_output=True, text=True, timeout=60,
+                           env={**os.environ, "LD_PRELOAD": str(shim)})
+    finally:
+        fake.close()
+    assert p.returncode == 1, p.stderr
+    assert "refuses openat2 (Function not implemented)" in p.stderr, p.stderr
+    assert "Linux 5.6" in p.stderr, p.stderr
+    assert fake.episodes == {} and fake.uploads == [], (fake.episodes, fake.uploads)
+    assert not (tmp_path / "out" / "results.jsonl").exists()
