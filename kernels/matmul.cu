@@ -567,13 +567,16 @@ static bool parts_fit(const kg_bf16 *X, const kg_matmul_part *parts, int n_parts
     return small_m_enabled();
 }
 
-/* KGYM_MATMUL_FUSED_NORM=0: a norm in front of the products always gets its own
- * kg_rmsnorm_forward launch (for measuring one against the other; read once). */
+/* KGYM_MATMUL_FUSED_NORM=1 lets a norm ride on the small-M launch; by default it gets its own
+ * kg_rmsnorm_forward launch. Off by default since its first GPU run (H100, 2026-12-05): with it,
+ * and programmatic dependent launch on, ctest_decode_gpu's decoder lost its bitwise equalities
+ * (PDL = without, graphs = without for sampling: 14 of 107 checks), while test_matmul's PDL
+ * chain, which also fuses the norm, passed; with it off all 107 passed. Read once. */
 static bool fused_norm_enabled(void)
 {
     static const bool enabled = [] {
         const char *v = getenv("KGYM_MATMUL_FUSED_NORM");
-        return !(v && strcmp(v, "0") == 0);
+        return v && strcmp(v, "1") == 0;
     }();
     return enabled;
 }
