@@ -530,6 +530,9 @@ static task *task_make(const char *id, const char *suite, const char *name, cons
     }
     t->code = code;
     t->code_cpu = code_cpu;
+    digest_sha256_hex(code, strlen(code), t->code_sha256);
+    if (code_cpu)
+        digest_sha256_hex(code_cpu, strlen(code_cpu), t->code_cpu_sha256);
     t->meta = meta;
     t->level = level;
     t->atol = atol;
@@ -1264,15 +1267,11 @@ json_t *task_summary_json(const task *t)
 {
     if (!t)
         return NULL;
-    char sha[65], sha_cpu[65];
-    digest_sha256_hex(t->code, strlen(t->code), sha);
-    if (t->code_cpu)
-        digest_sha256_hex(t->code_cpu, strlen(t->code_cpu), sha_cpu);
     return json_pack("{s:s, s:s, s:o, s:s, s:s, s:b, s:s, s:o}", "id", t->id, "suite", t->suite,
                      "level", t->level ? json_integer(t->level) : json_null(), "name", t->name,
                      "description", t->description, "has_cpu_variant", t->code_cpu != NULL,
-                     "code_sha256", sha, "code_cpu_sha256",
-                     t->code_cpu ? json_string(sha_cpu) : json_null());
+                     "code_sha256", t->code_sha256, "code_cpu_sha256",
+                     t->code_cpu ? json_string(t->code_cpu_sha256) : json_null());
 }
 
 json_t *task_detail_json(const task *t)

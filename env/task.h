@@ -35,6 +35,8 @@ typedef struct task {
     int level;         /* 1 single op, 2 fusion, 3 larger; 0 = not given */
     char *code;        /* model.py text */
     char *code_cpu;    /* model.py at a CPU-test size (given or derived), or NULL */
+    /* SHA-256 of code and of code_cpu ("" without one), set once when the task is made */
+    char code_sha256[65], code_cpu_sha256[65];
     double atol, rtol; /* correctness tolerances (default 1e-2 each) */
     json_t *meta;      /* owned object: every other field of the source (ops, data_source, ...) */
     char *origin;      /* where it was loaded from ("path:line", a folder): for messages only */

@@ -269,14 +269,20 @@ static __device__ __forceinline__ void sm_norm_apply(const sm_args &a, int k8, f
     }
 }
 
-/* Vector k8 of row m of X as the fused-norm launches read it: through L2 (ld.global.cg), never
- * the non-coherent path __ldg takes. Their X is the residual stream, which the kernels before
- * rewrite in place, and under PDL this grid starts while they still write: ld.global.nc is only
- * safe for data no grid writes during this one's lifetime. The candidate fix for the decoder's
- * failures with the fused norm on (docs/policy-speed.md), not yet run on a GPU. */
-static __device__ __forceinline__ uint4 sm_load_x_coherent(const sm_args &a, int m, int k8)
+/* Vector k8 of row m of X. The fused-norm launches (COHERENT) read it through L2
+ * (ld.global.cg), never the non-coherent path __ldg takes: their X is the residual stream, which
+ * the kernels before rewrite in place, and under PDL this grid starts while they still write;
+ * ld.global.nc is only safe for data no grid writes during this one's lifetime. The candidate
+ * fix for the decoder's failures with the fused norm on (docs/policy-speed.md), not yet run on a
+ * GPU; the other launches keep __ldg. */
+template <bool COHERENT>
+static __device__ __forceinline__ uint4 sm_load_x(const sm_args &a, int m, int k8)
 {
-    return __ldcg((const uint4 *)(a.X + (size_t)m * a.K) + k8);
+    const uint4 *row = (const uint4 *)(a.X + (size_t)m * a.K);
+    if constexpr (COHERENT)
+        return __ldcg(row + k8);
+    else
+        return __ldg(row + k8);
 }
 
 /* 1 / rms of each of the M rows of X for the fused norm, as rmsnorm_forward_kernel computes it:
@@ -295,7 +301,7 @@ static __device__ __forceinline__ void sm_norm_rows(const sm_args &a, float (&rs
         float ss = 0.0f;
         if (k8 < K / 8) {
             float x[8];
-            sm_unpack8(sm_load_x_coherent(a, m, k8), x);
+            sm_unpack8(sm_load_x<true>(a, m, k8), x);
 #pragma unroll
             for (int i = 0; i < 8; i++)
                 ss += x[i] * x[i];
@@ -312,7 +318,7 @@ static __device__ __forceinline__ void sm_norm_rows(const sm_args &a, float (&rs
         if (blockIdx.x == 0 && k8 < K / 8) {
             float x[8];
             uint4 y;
-            sm_unpack8(sm_load_x_coherent(a, m, k8), x);
+            sm_unpack8(sm_load_x<true>(a, m, k8), x);
             sm_norm_apply(a, k8, rs[m], x, &y);
             *((uint4 *)(a.y + (size_t)m * K) + k8) = y;
         }
@@ -374,10 +380,7 @@ static __global__ void __launch_bounds__(SM_MAX_WARPS * 32) small_m_kernel(sm_ar
 #pragma unroll
         for (int m = 0; m < M; m++) {
             float xf[8];
-            if constexpr (NORM) /* the residual stream: see sm_load_x_coherent */
-                sm_unpack8(sm_load_x_coherent(a, m, k8), xf);
-            else
-                sm_unpack8(__ldg((const uint4 *)(a.X + (size_t)m * K) + k8), xf);
+            sm_unpack8(sm_load_x<NORM>(a, m, k8), xf);
             if constexpr (NORM) {
                 uint4 unused;
                 sm_norm_apply(a, k8, rs[m], xf, &unused);

@@ -352,12 +352,13 @@ static json_t *tasks_to_measure(const json_t *sel, const json_t *have)
     {
         const char *id = json_string_value(json_object_get(t, "task_id"));
         const json_t *stored = json_object_get(have, id);
-        if (stored && other_reference(stored, t))
+        bool stale = stored && other_reference(stored, t);
+        if (stale)
             fprintf(stderr,
                     "kgym-bench: %s: the stored figures were measured on another reference "
                     "(code_sha256 differs); measuring again\n",
                     id);
-        if (!stored || other_reference(stored, t))
+        if (!stored || stale)
             json_array_append(todo, t);
     }
     return todo;

@@ -70,8 +70,8 @@ static size_t prefix_through(const char *path, const char *p)
 
 /* Why open_nofollow failed, for the message: the length of path's shortest prefix that is a
  * symlink (errno ELOOP), not a folder though more follows (ENOTDIR) or cannot be looked at (its
- * errno), else all of path with errno kept. A
- * second look after the failed open: only the message depends on it. */
+ * errno), else all of path with errno kept. A second look after the failed open: only the
+ * message depends on it. */
 static size_t failing_prefix(int dirfd, const char *path)
 {
     int e = errno;
