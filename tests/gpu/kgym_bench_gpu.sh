@@ -10,6 +10,7 @@
 # resuming from what it holds. $KGYM_DEADLINE_S: every client is interrupted (SIGINT: the tasks
 # in flight finish, the results so far are written) after that many seconds. $KGYM_PREFETCH=0:
 # no baselines pass over the solved tasks before the runs (the default measures them first);
+# $KGYM_RUNS=0: no runs either (with $KGYM_BASELINES: a baselines-only call that resumes);
 # $KGYM_PREFETCH_DEADLINE_S bounds that pass (default $KGYM_DEADLINE_S). Stop the script with
 # SIGTERM or SIGINT, never SIGKILL: its exit trap kills the server and the judges under it.
 set -euo pipefail
@@ -62,13 +63,16 @@ if [ "${KGYM_PREFETCH:-1}" = 1 ]; then
     echo "prefetch: $((SECONDS - T0)) s"
 fi
 # builds overlap with other tasks' timing; the lease makes the timing itself exclusive
-client "$BIN/kgym-bench" run --server "$URL" --tasks dataset/tasks --solutions solutions/bundled \
-    --out "$OUT/bundled" --jobs "$JOBS" --task-timeout "${KGYM_TASK_TIMEOUT:-600}" > "$OUT/bundled.txt" 2> "$OUT/bundled.log" &
-B1=$!
-client "$BIN/kgym-bench" run --server "$URL" --kernelbench "$KB" --solutions solutions/kernelbench \
-    --only "$KB_ONLY" \
-    --out "$OUT/kernelbench" --jobs "$JOBS" --task-timeout "${KGYM_TASK_TIMEOUT:-600}" > "$OUT/kernelbench.txt" 2> "$OUT/kernelbench.log" &
-B2=$!
+B1= B2=
+if [ "${KGYM_RUNS:-1}" = 1 ]; then
+    client "$BIN/kgym-bench" run --server "$URL" --tasks dataset/tasks --solutions solutions/bundled \
+        --out "$OUT/bundled" --jobs "$JOBS" --task-timeout "${KGYM_TASK_TIMEOUT:-600}" > "$OUT/bundled.txt" 2> "$OUT/bundled.log" &
+    B1=$!
+    client "$BIN/kgym-bench" run --server "$URL" --kernelbench "$KB" --solutions solutions/kernelbench \
+        --only "$KB_ONLY" \
+        --out "$OUT/kernelbench" --jobs "$JOBS" --task-timeout "${KGYM_TASK_TIMEOUT:-600}" > "$OUT/kernelbench.txt" 2> "$OUT/kernelbench.log" &
+    B2=$!
+fi
 B3=
 if [ -n "${KGYM_BASELINES:-}" ]; then
     client "$BIN/kgym-bench" baselines --server "$URL" --kernelbench "$KB" \
@@ -77,9 +81,9 @@ if [ -n "${KGYM_BASELINES:-}" ]; then
     B3=$!
 fi
 rc=0
-wait $B1 || rc=$?
-wait $B2 || rc=$?
+[ -z "$B1" ] || wait $B1 || rc=$?
+[ -z "$B2" ] || wait $B2 || rc=$?
 [ -z "$B3" ] || wait $B3 || rc=$?
-for part in bundled kernelbench; do echo "== $part"; cat "$OUT/$part.txt"; done
+[ -z "$B1" ] || for part in bundled kernelbench; do echo "== $part"; cat "$OUT/$part.txt"; done
 [ -z "$B3" ] || { echo "== baselines"; tail -3 "$OUT/baselines.log"; }
 exit $rc
