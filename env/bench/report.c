@@ -162,6 +162,52 @@ static void md_header(FILE *out, const json_t *meta)
     }
 }
 
+/* Where the tasks' baselines were measured: each distinct "device (torch version)" of the
+ * results, in order of first appearance (a run whose server changed GPU midway shows both). */
+static json_t *measured_on(const json_t *tasks)
+{
+    json_t *setups = json_array();
+    size_t i, j;
+    const json_t *task, *seen;
+    json_array_foreach(tasks, i, task)
+    {
+        const char *dev = json_string_value(json_object_get(task, "device_name"));
+        const char *torch = json_string_value(json_object_get(task, "torch_version"));
+        if (!dev)
+            continue;
+        json_t *setup = torch ? json_sprintf("%s (torch %s)", dev, torch) : json_string(dev);
+        bool known = false;
+        json_array_foreach(setups, j, seen)
+        {
+            known = known || json_equal(seen, setup);
+        }
+        if (!known && setup)
+            json_array_append(setups, setup);
+        json_decref(setup);
+    }
+    return setups;
+}
+
+/* "label: A; B\n" over measured_on's list (escaped for markdown when markdown); nothing when no
+ * result names a device. */
+static void print_measured_on(FILE *out, const char *label, const json_t *tasks, bool markdown)
+{
+    json_t *setups = measured_on(tasks);
+    size_t i;
+    const json_t *setup;
+    json_array_foreach(setups, i, setup)
+    {
+        fputs(i == 0 ? label : "; ", out);
+        if (markdown)
+            md_text(out, json_string_value(setup));
+        else
+            fputs(json_string_value(setup), out);
+    }
+    if (json_array_size(setups) > 0)
+        fputc('\n', out);
+    json_decref(setups);
+}
+
 static void md_infra_warning(FILE *out, const bench_row *overall)
 {
     if (overall->infra == 0)
@@ -254,6 +300,7 @@ int bench_write_report_md(FILE *out, const bench_row *rows, int n, const json_t 
                           const json_t *meta)
 {
     md_header(out, meta);
+    print_measured_on(out, "- **measured on**: ", tasks, true);
     if (n > 0)
         md_infra_warning(out, &rows[n - 1]);
     md_table(out, rows, n);
@@ -362,6 +409,7 @@ void bench_print_summary(FILE *out, const bench_row *rows, int n, const json_t *
         fprintf(out, ", %d infra error%s: not a clean measurement", overall->infra,
                 overall->infra == 1 ? "" : "s");
     fputc('\n', out);
+    print_measured_on(out, "measured on: ", tasks, false);
     summary_table(out, rows, n);
     summary_statuses(out, tasks);
 }

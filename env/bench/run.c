@@ -136,6 +136,10 @@ static void fill_from_components(json_t *r, const json_t *c)
         json_object_set(r, "paid_on", json_object_get(c, "paid_on"));
     if (json_is_integer(json_object_get(c, "snapshot")))
         json_object_set(r, "best_snapshot", json_object_get(c, "snapshot"));
+    /* where the baselines were measured (the report names the GPU from these) */
+    static const char *const SETUP[] = {"device_name", "torch_version"};
+    for (size_t i = 0; i < sizeof SETUP / sizeof *SETUP; i++)
+        set_capped(r, SETUP[i], json_string_value(json_object_get(c, SETUP[i])), 200);
 }
 
 static void infra(json_t *r, const char *fmt, const char *detail)

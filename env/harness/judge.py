@@ -777,6 +777,9 @@ class Judge:
             comp["compile_unavailable"] = base["compile_unavailable"]
         comp["baseline_cached"] = base.get("cached", False)
         comp["baseline_key"] = base["key"]
+        # where the baselines were measured: a report of many tasks names the GPU from these
+        comp["device_name"] = base.get("device_name")
+        comp["torch_version"] = base.get("torch_version")
         del torch
 
     # -- baselines (cached per task, device, torch version, seed policy) --

@@ -93,6 +93,22 @@ def test_each_fixture_lands_in_its_known_class(first_run):
             assert r.get("speedup_eager") is None
 
 
+def test_results_name_where_they_were_measured(first_run):
+    """Each task timed against baselines names the device and torch version they were measured
+    on (here the CPU: "cpu:<model>", this Python's torch), and report.md and the summary say it
+    once."""
+    import torch
+    out, res, stdout = first_run
+    evaluated = [r for r in res["tasks"] if r.get("t_eager_ms") is not None]
+    assert len(evaluated) >= sum(1 for f in FIXTURES if f["expect"] in CORRECT)
+    for r in evaluated:
+        assert r["device_name"].startswith("cpu:") and r["torch_version"] == torch.__version__, r
+    setup = f"{evaluated[0]['device_name']} (torch {torch.__version__})"
+    assert f"measured on: {setup}\n" in stdout, stdout
+    assert "- **measured on**: " in (out / "report.md").read_text()
+    assert all("device_name" not in r for r in res["tasks"] if r["status"] == "missing")
+
+
 def expected_row(fixtures, got):
     """Table 1's figures for a set of fixtures, by hand: every task of the set is the denominator,
     only the known-correct ones pass, speed-ups taken from the per-task figures."""
