@@ -272,9 +272,9 @@ static __device__ __forceinline__ void sm_norm_apply(const sm_args &a, int k8, f
 /* Vector k8 of row m of X. The fused-norm launches (COHERENT) read it through L2
  * (ld.global.cg), never the non-coherent path __ldg takes: their X is the residual stream, which
  * the kernels before rewrite in place, and under PDL this grid starts while they still write;
- * ld.global.nc is only safe for data no grid writes during this one's lifetime. The candidate
- * fix for the decoder's failures with the fused norm on (docs/policy-speed.md), not yet run on a
- * GPU; the other launches keep __ldg. */
+ * ld.global.nc is only safe for data no grid writes during this one's lifetime. This fixed the
+ * decoder's failures with the fused norm on (docs/policy-speed.md: 14 of ctest_decode_gpu's 107
+ * checks failed with __ldg, none with __ldcg, both on an H100); the other launches keep __ldg. */
 template <bool COHERENT>
 static __device__ __forceinline__ uint4 sm_load_x(const sm_args &a, int m, int k8)
 {
@@ -586,8 +586,9 @@ static bool parts_fit(const kg_bf16 *X, const kg_matmul_part *parts, int n_parts
 /* KGYM_MATMUL_FUSED_NORM=1 lets a norm ride on the small-M launch; by default it gets its own
  * kg_rmsnorm_forward launch. Off by default since its first GPU run (H100, 2026-12-05): with it,
  * and programmatic dependent launch on, ctest_decode_gpu's decoder lost its bitwise equalities
- * (PDL = without, graphs = without for sampling: 14 of 107 checks), while test_matmul's PDL
- * chain, which also fuses the norm, passed; with it off all 107 passed. Read once. */
+ * (PDL = without, graphs = without for sampling: 14 of 107 checks). Reading X through L2
+ * (sm_load_x) fixed that (all 107 pass, H100); it stays off until its speed is measured on the
+ * H200, where the default's figures come from. Read once. */
 static bool fused_norm_enabled(void)
 {
     static const bool enabled = [] {

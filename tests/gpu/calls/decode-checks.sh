@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Issue 8 on the GPU machine: the decoder's checks with the default switches and with the fused
+# norm on (KGYM_MATMUL_FUSED_NORM=1), the model checks, then decode figures (kgym-policy-cuda
+# bench --skip-train) of the default and of the fused norm, default again (the spread), each
+# alone on the GPU. SIDE=1 adds the side-by-side with PyTorch (tests/bench/policy/run.sh).
+# Leftover time goes to baselines. Logs come back as $OUT/decode.tar.gz.
+cd "$(dirname "$0")/../../.." || exit 1
+. tests/gpu/calls/common.sh
+unpack_kernels
+K=/tmp/kbin/kernels P=/tmp/kbin/kgym-policy-cuda L=/tmp/decode
+mkdir -p $L
+export LD_LIBRARY_PATH=$PWD/carry/lib  # for the CUDA programs (libutf8proc, jansson, pcre2)
+check() {  # check NAME CMD...: a log per check, its FAIL/ok counts printed
+    local name=$1; shift
+    timeout 200 "$@" > "$L/$name.log" 2>&1
+    echo "$name: exit $?, $(grep -c '^FAIL' "$L/$name.log") FAIL, $(grep -c '^ok' "$L/$name.log") ok"
+    grep '^FAIL' "$L/$name.log" | head -5
+}
+check ctest_decode_gpu-default $K/ctest_decode_gpu
+check ctest_decode_gpu-fused1 env KGYM_MATMUL_FUSED_NORM=1 $K/ctest_decode_gpu
+check ctest_model_gpu-default $K/ctest_model_gpu
+check test_matmul-fused1 env KGYM_MATMUL_FUSED_NORM=1 $K/test_matmul
+bench() {  # bench NAME [VAR=VALUE...]: decode tokens/s at batch 1 and 64
+    local name=$1; shift
+    env "$@" timeout 120 $P bench --skip-train --json "$L/$name.json" > "$L/$name.log" 2>&1
+    echo "$name: exit $?, tokens/s $(grep -h '"tokens_per_s"' "$L/$name.json" 2>/dev/null | tr -d ' ,' | cut -d: -f2 | paste -sd/)"
+}
+bench decode-default
+bench decode-fused1 KGYM_MATMUL_FUSED_NORM=1
+bench decode-default-again
+if [ "${SIDE:-0}" = 1 ]; then
+    KGYM_POLICY_CUDA=$P KGYM_BENCH_PYTHON=$KGYM_PYTHON OUT=$L/side timeout 300 tests/bench/policy/run.sh
+fi
+tar -C $L -czf "$OUT/decode.tar.gz" .
+echo "decode checks: $((SECONDS - T0)) s"
+baselines_for $(( $(left) - 25 ))
