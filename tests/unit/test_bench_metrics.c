@@ -399,6 +399,43 @@ static void test_summary(void **state)
     json_decref(tasks);
 }
 
+/* "measured on" names each distinct device and torch version of the results once, in order of
+ * first appearance, escaped in report.md; a run with none says nothing. */
+static void test_measured_on(void **state)
+{
+    (void)state;
+    json_t *tasks = two_level_run();
+    bench_row rows[4];
+    char err[256];
+    int n = bench_table(tasks, rows, 4, err, sizeof err);
+    captured c;
+    bench_print_summary(capture_start(&c), rows, n, tasks);
+    char *text = capture_end(&c);
+    assert_null(strstr(text, "measured on"));
+    free(text);
+    const char *setups[][2] = {{"NVIDIA H100", "2.11.0"}, {"NVIDIA H100", "2.11.0"},
+                               {"GPU|x", "2.11.0"},       {"NVIDIA H100", NULL}};
+    for (size_t i = 0; i < 4; i++) {
+        json_t *t = json_array_get(tasks, i);
+        json_object_set_new(t, "device_name", json_string(setups[i][0]));
+        if (setups[i][1])
+            json_object_set_new(t, "torch_version", json_string(setups[i][1]));
+    }
+    bench_print_summary(capture_start(&c), rows, n, tasks);
+    text = capture_end(&c);
+    assert_contains(text, "\nmeasured on: NVIDIA H100 (torch 2.11.0); GPU|x (torch 2.11.0); "
+                          "NVIDIA H100\n");
+    free(text);
+    json_t *meta = json_pack("{s:s}", "solutions", "runs/a");
+    assert_int_equal(bench_write_report_md(capture_start(&c), rows, n, tasks, meta), 0);
+    char *md = capture_end(&c);
+    assert_contains(md, "- **solutions**: runs/a\n- **measured on**: NVIDIA H100 (torch 2.11.0); "
+                        "GPU\\|x (torch 2.11.0); NVIDIA H100\n");
+    free(md);
+    json_decref(meta);
+    json_decref(tasks);
+}
+
 /* Ten levels and every status with large counts still fit one screen. */
 static void test_summary_fits_a_screen(void **state)
 {
@@ -632,6 +669,7 @@ int main(void)
         cmocka_unit_test(test_table_json),
         cmocka_unit_test(test_report_md),
         cmocka_unit_test(test_summary),
+        cmocka_unit_test(test_measured_on),
         cmocka_unit_test(test_summary_fits_a_screen),
         cmocka_unit_test(test_diff_categories),
         cmocka_unit_test(test_diff_identical_runs),
