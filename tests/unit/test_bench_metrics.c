@@ -413,8 +413,10 @@ static void test_measured_on(void **state)
     char *text = capture_end(&c);
     assert_null(strstr(text, "measured on"));
     free(text);
-    const char *setups[][2] = {{"NVIDIA H100", "2.11.0"}, {"NVIDIA H100", "2.11.0"},
-                               {"GPU|x", "2.11.0"},       {"NVIDIA H100", NULL}};
+    const char *setups[][2] = {{"NVIDIA H100", "2.11.0"},
+                               {"NVIDIA H100", "2.11.0"},
+                               {"GPU|x", "2.11.0"},
+                               {"NVIDIA H100", NULL}};
     for (size_t i = 0; i < 4; i++) {
         json_t *t = json_array_get(tasks, i);
         json_object_set_new(t, "device_name", json_string(setups[i][0]));
