@@ -335,7 +335,6 @@ class Judge:
         w = self.fresh_weights()
         x = self.fresh_inputs()
         y = self.reference(w, x)
-        self.out_template = y
         tensors_in = [v for v in x if isinstance(v, torch.Tensor)]
         size = nbytes_of(w.values()) + 2 * nbytes_of(tensors_in) + 2 * nbytes_of(y) + (1 << 20)
         self.shm, self.components["data_path"] = make_shared(torch, size, self.device,
@@ -565,6 +564,10 @@ class Judge:
                 # them through shared memory) the wall-clock cap is spent
                 if len(samples) >= min_reps and (spent > budget or time.monotonic() - t0 > wall_cap):
                     break
+            # this call's tensors go before the next ones (a hidden call's, the next call's) are
+            # made: with KernelBench's largest (6-7 GB each), two sets at once beside the runners
+            # overfill an 80 GB card (want lives on in track["prev"] where tracking needs it)
+            x = want = got = None
             if candidate and dice.random() < self.AUDIT_ODDS:
                 self.hidden_call(ch, i, audit=True, track=track)
             if candidate and self.job.get("probe", True) and dice.random() < self.PROBE_ODDS:
@@ -694,7 +697,7 @@ class Judge:
         try:
             with self.gpu_turn():
                 self.mark("gpu_wait")
-                w0, _x0, _y0 = self.plan()
+                w0 = self.plan()[0]  # the planned inputs and outputs are not kept: GPU memory
                 self.cur_w = w0
                 self.mark("plan")
                 base = self.baselines(runners)
