@@ -376,16 +376,23 @@ static int count_lines_checking_width(const char *text, int max_width)
     return lines;
 }
 
+/* The summary of a run of at most 4 table rows, as printed (the caller frees it). */
+static char *summary_of(const json_t *tasks)
+{
+    bench_row rows[4];
+    char err[256];
+    int n = bench_table(tasks, rows, 4, err, sizeof err);
+    assert_true(n > 0);
+    captured c;
+    bench_print_summary(capture_start(&c), rows, n, tasks);
+    return capture_end(&c);
+}
+
 static void test_summary(void **state)
 {
     (void)state;
     json_t *tasks = two_level_run();
-    bench_row rows[4];
-    char err[256];
-    int n = bench_table(tasks, rows, 4, err, sizeof err);
-    captured c;
-    bench_print_summary(capture_start(&c), rows, n, tasks);
-    char *text = capture_end(&c);
+    char *text = summary_of(tasks);
     assert_true(count_lines_checking_width(text, 100) < 25);
     assert_contains(text, "kgym-bench: 7 tasks, 3 correct (42.9%), 1 infra error: not a clean "
                           "measurement\n");
@@ -405,12 +412,7 @@ static void test_measured_on(void **state)
 {
     (void)state;
     json_t *tasks = two_level_run();
-    bench_row rows[4];
-    char err[256];
-    int n = bench_table(tasks, rows, 4, err, sizeof err);
-    captured c;
-    bench_print_summary(capture_start(&c), rows, n, tasks);
-    char *text = capture_end(&c);
+    char *text = summary_of(tasks);
     assert_null(strstr(text, "measured on"));
     free(text);
     const char *setups[][2] = {{"NVIDIA H100", "2.11.0"},
@@ -423,12 +425,15 @@ static void test_measured_on(void **state)
         if (setups[i][1])
             json_object_set_new(t, "torch_version", json_string(setups[i][1]));
     }
-    bench_print_summary(capture_start(&c), rows, n, tasks);
-    text = capture_end(&c);
+    text = summary_of(tasks);
     assert_contains(text, "\nmeasured on: NVIDIA H100 (torch 2.11.0); GPU|x (torch 2.11.0); "
                           "NVIDIA H100\n");
     free(text);
+    bench_row rows[4];
+    char err[256];
+    int n = bench_table(tasks, rows, 4, err, sizeof err);
     json_t *meta = json_pack("{s:s}", "solutions", "runs/a");
+    captured c;
     assert_int_equal(bench_write_report_md(capture_start(&c), rows, n, tasks, meta), 0);
     char *md = capture_end(&c);
     assert_contains(md, "- **solutions**: runs/a\n- **measured on**: NVIDIA H100 (torch 2.11.0); "
