@@ -165,6 +165,21 @@ static void compare_runs(const json_t *old_tasks, const json_t *new_tasks, const
     }
 }
 
+/* diff.measured_on = {old, new} when the runs name different devices or torch versions (a run
+ * that names none, from before results named them, is taken to match). */
+static void note_setups(const json_t *old_tasks, const json_t *new_tasks, json_t *diff)
+{
+    json_t *old_setups = bench_measured_on(old_tasks), *new_setups = bench_measured_on(new_tasks);
+    if (json_array_size(old_setups) == 0 || json_array_size(new_setups) == 0 ||
+        json_equal(old_setups, new_setups)) {
+        json_decref(old_setups);
+        json_decref(new_setups);
+        return;
+    }
+    json_object_set_new(diff, "measured_on",
+                        json_pack("{s:o, s:o}", "old", old_setups, "new", new_setups));
+}
+
 int bench_diff(const json_t *old_tasks, const json_t *new_tasks, double min_change, json_t **out,
                char *err, size_t errcap)
 {
@@ -179,6 +194,7 @@ int bench_diff(const json_t *old_tasks, const json_t *new_tasks, double min_chan
     }
     json_t *diff = empty_diff();
     compare_runs(old_tasks, new_tasks, old_by_id, new_by_id, min_change, diff);
+    note_setups(old_tasks, new_tasks, diff);
     json_decref(old_by_id);
     json_decref(new_by_id);
     *out = diff;
@@ -242,8 +258,32 @@ static size_t category_size(const json_t *diff, const char *category)
     return json_array_size(json_object_get(diff, category));
 }
 
+/* "A; B" of a measured_on list. */
+static void print_setups(FILE *out, const json_t *setups)
+{
+    size_t i;
+    const json_t *setup;
+    json_array_foreach(setups, i, setup)
+    {
+        fprintf(out, "%s%s", i ? "; " : "", json_string_value(setup));
+    }
+}
+
+static void print_setup_warning(FILE *out, const json_t *diff)
+{
+    const json_t *setups = json_object_get(diff, "measured_on");
+    if (!setups)
+        return;
+    fputs("warning: the runs were measured on different setups (OLD: ", out);
+    print_setups(out, json_object_get(setups, "old"));
+    fputs("; NEW: ", out);
+    print_setups(out, json_object_get(setups, "new"));
+    fputs("): their time changes compare machines as well as solutions\n", out);
+}
+
 void bench_print_diff(FILE *out, const json_t *diff)
 {
+    print_setup_warning(out, diff);
     for (size_t c = 0; c < sizeof PRINTED / sizeof PRINTED[0]; c++) {
         size_t i;
         const json_t *entry;

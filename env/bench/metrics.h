@@ -49,6 +49,10 @@ json_t *bench_table_json(const bench_row *rows, int n);
  * then the per-task list. meta: {device, torch_version, solutions, started, ...} for the header. */
 int bench_write_report_md(FILE *out, const bench_row *rows, int n, const json_t *tasks,
                           const json_t *meta);
+/* Where the tasks' baselines were measured: each distinct "device (torch version)" of the
+ * results (their device_name, torch_version), in order of first appearance: a run whose server
+ * changed GPU midway shows both. A new array (empty when no result names a device). */
+json_t *bench_measured_on(const json_t *tasks);
 /* The one-screen summary printed at the end of a run (the table, plus counts by status). */
 void bench_print_summary(FILE *out, const bench_row *rows, int n, const json_t *tasks);
 
@@ -58,11 +62,14 @@ void bench_print_summary(FILE *out, const bench_row *rows, int n, const json_t *
  * max(min_change, 2 * sqrt(spread_old^2 + spread_new^2)) (spreads: the candidate's CV; missing
  * = 0). A task correct in old and absent from new is newly failing (new_status "absent"); other
  * tasks in only one run are listed as added/removed. Fills *out with {newly_failing,
- * newly_passing, slower, faster, added, removed, unchanged} (arrays of {task_id, ...}) and
- * returns the number of regressions (newly failing + slower), or -1 on malformed input. */
+ * newly_passing, slower, faster, added, removed, unchanged} (arrays of {task_id, ...}), and
+ * {measured_on: {old, new}} (bench_measured_on of each) when both name setups and they differ,
+ * and returns the number of regressions (newly failing + slower), or -1 on malformed input. */
 int bench_diff(const json_t *old_tasks, const json_t *new_tasks, double min_change, json_t **out,
                char *err, size_t errcap);
-/* The diff as text, one line per changed task, regressions first. */
+/* The diff as text, one line per changed task, regressions first; a warning first when the
+ * runs were measured on different devices or torch versions (their times then compare
+ * machines, not solutions). */
 void bench_print_diff(FILE *out, const json_t *diff);
 
 #endif

@@ -162,9 +162,7 @@ static void md_header(FILE *out, const json_t *meta)
     }
 }
 
-/* Where the tasks' baselines were measured: each distinct "device (torch version)" of the
- * results, in order of first appearance (a run whose server changed GPU midway shows both). */
-static json_t *measured_on(const json_t *tasks)
+json_t *bench_measured_on(const json_t *tasks)
 {
     json_t *setups = json_array();
     size_t i, j;
@@ -188,11 +186,11 @@ static json_t *measured_on(const json_t *tasks)
     return setups;
 }
 
-/* "label: A; B\n" over measured_on's list (escaped for markdown when markdown); nothing when no
- * result names a device. */
+/* "label: A; B\n" over bench_measured_on's list (escaped for markdown when markdown); nothing when
+ * no result names a device. */
 static void print_measured_on(FILE *out, const char *label, const json_t *tasks, bool markdown)
 {
-    json_t *setups = measured_on(tasks);
+    json_t *setups = bench_measured_on(tasks);
     size_t i;
     const json_t *setup;
     json_array_foreach(setups, i, setup)

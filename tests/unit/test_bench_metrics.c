@@ -640,6 +640,56 @@ static void test_print_diff(void **state)
     json_decref(new_tasks);
 }
 
+/* Names every task of a run measured on device (with torch 2.11.0). */
+static void set_device(json_t *tasks, const char *device)
+{
+    size_t i;
+    json_t *task;
+    json_array_foreach(tasks, i, task)
+    {
+        json_object_set_new(task, "device_name", json_string(device));
+        json_object_set_new(task, "torch_version", json_string("2.11.0"));
+    }
+}
+
+/* Runs measured on different GPUs get a warning ahead of the diff (and measured_on in its JSON);
+ * the same GPU, or a run naming none (results from before they were named), get none. */
+static void test_diff_warns_of_another_device(void **state)
+{
+    (void)state;
+    json_t *old_tasks = old_run(), *new_tasks = new_run(), *diff = NULL;
+    char err[256];
+    captured c;
+    set_device(new_tasks, "NVIDIA H100");
+    assert_int_equal(bench_diff(old_tasks, new_tasks, 0.05, &diff, err, sizeof err), 2);
+    assert_null(json_object_get(diff, "measured_on")); /* OLD names no device */
+    json_decref(diff);
+    set_device(old_tasks, "NVIDIA H100");
+    assert_int_equal(bench_diff(old_tasks, new_tasks, 0.05, &diff, err, sizeof err), 2);
+    assert_null(json_object_get(diff, "measured_on"));
+    bench_print_diff(capture_start(&c), diff);
+    char *text = capture_end(&c);
+    assert_null(strstr(text, "warning"));
+    free(text);
+    json_decref(diff);
+    set_device(old_tasks, "NVIDIA H200");
+    assert_int_equal(bench_diff(old_tasks, new_tasks, 0.05, &diff, err, sizeof err), 2);
+    json_t *want = json_pack("{s:[s], s:[s]}", "old", "NVIDIA H200 (torch 2.11.0)", "new",
+                             "NVIDIA H100 (torch 2.11.0)");
+    assert_true(json_equal(json_object_get(diff, "measured_on"), want));
+    bench_print_diff(capture_start(&c), diff);
+    text = capture_end(&c);
+    const char *warning = "warning: the runs were measured on different setups (OLD: NVIDIA H200 "
+                          "(torch 2.11.0); NEW: NVIDIA H100 (torch 2.11.0)): their time changes "
+                          "compare machines as well as solutions\nFAIL     fails:";
+    assert_true(strncmp(text, warning, strlen(warning)) == 0);
+    free(text);
+    json_decref(want);
+    json_decref(diff);
+    json_decref(old_tasks);
+    json_decref(new_tasks);
+}
+
 /* The warm-up replies kgym-bench baselines counts as out of GPU memory (H200, 2026-12-04: four
  * concurrent torch.compile warm-ups of large-tensor tasks) and the ones it does not. */
 static void test_warmup_out_of_memory(void **state)
@@ -683,6 +733,7 @@ int main(void)
         cmocka_unit_test(test_diff_correct_task_absent_from_new),
         cmocka_unit_test(test_diff_malformed),
         cmocka_unit_test(test_print_diff),
+        cmocka_unit_test(test_diff_warns_of_another_device),
         cmocka_unit_test(test_warmup_out_of_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
