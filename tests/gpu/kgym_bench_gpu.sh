@@ -10,6 +10,7 @@
 # resuming from what it holds. $KGYM_DEADLINE_S: every client is interrupted (SIGINT: the tasks
 # in flight finish, the results so far are written) after that many seconds. $KGYM_PREFETCH=0:
 # no baselines pass over the solved tasks before the runs (the default measures them first);
+# $KGYM_WARMUP_JOBS: that client's --warmup-jobs (its default: 2 per GPU).
 # $KGYM_RUNS=0: no runs either (with $KGYM_BASELINES: a baselines-only call that resumes);
 # $KGYM_PREFETCH_DEADLINE_S bounds that pass (default $KGYM_DEADLINE_S). Stop the script with
 # SIGTERM or SIGINT, never SIGKILL: its exit trap kills the server and the judges under it.
@@ -77,7 +78,7 @@ B3=
 if [ -n "${KGYM_BASELINES:-}" ]; then
     client "$BIN/kgym-bench" baselines --server "$URL" --kernelbench "$KB" \
         --levels "${KGYM_BASELINES_LEVELS:-1,2}" --file "$KGYM_BASELINES" --out "$OUT/baselines" \
-        --task-timeout 600 2> "$OUT/baselines.log" &
+        ${KGYM_WARMUP_JOBS:+--warmup-jobs "$KGYM_WARMUP_JOBS"} --task-timeout 600 2> "$OUT/baselines.log" &
     B3=$!
 fi
 rc=0

@@ -29,6 +29,9 @@ unpack_kernels() {
 # kgym-bench baselines over KernelBench levels 1-2 for SECS seconds, resuming from the tracked
 # file of this GPU model; the file comes back in $OUT. SIGINT first (the tasks in flight
 # finish), a hard stop 45 s later: every measurement is written as it comes, so none is lost.
+# KGYM_WARMUP_JOBS (--warmup-jobs): torch.compile warm-ups at once. They, not the measurements
+# (~7 s of GPU each once compiled, H200), set the pace: ~20 tasks per 10-minute call with 2.
+# Those that run out of GPU memory beside the others are compiled again alone.
 baselines_for() {
     local secs=$1 work=/tmp/bl-work
     [ "$secs" -gt 90 ] || { echo "baselines: too little time left ($secs s)"; return 0; }
