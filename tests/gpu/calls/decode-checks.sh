@@ -9,10 +9,12 @@ cd "$(dirname "$0")/../../.." || exit 1
 unpack_kernels
 K=/tmp/kbin/kernels P=/tmp/kbin/kgym-policy-cuda L=/tmp/decode
 mkdir -p $L
-export LD_LIBRARY_PATH=$PWD/carry/lib  # for the CUDA programs (libutf8proc, jansson, pcre2)
+# the CUDA programs need carried libraries (libutf8proc, jansson, pcre2); the Pythons with torch
+# started later (PyTorch's side, the baselines' judges) must not see them
+LIBS=$PWD/carry/lib
 check() {  # check NAME CMD...: a log per check, its FAIL/ok counts printed
     local name=$1; shift
-    timeout 200 "$@" > "$L/$name.log" 2>&1
+    LD_LIBRARY_PATH=$LIBS timeout 200 "$@" > "$L/$name.log" 2>&1
     echo "$name: exit $?, $(grep -c '^FAIL' "$L/$name.log") FAIL, $(grep -c '^ok' "$L/$name.log") ok"
     grep '^FAIL' "$L/$name.log" | head -5
 }
@@ -22,14 +24,16 @@ check ctest_model_gpu-default $K/ctest_model_gpu
 check test_matmul-fused1 env KGYM_MATMUL_FUSED_NORM=1 $K/test_matmul
 bench() {  # bench NAME [VAR=VALUE...]: decode tokens/s at batch 1 and 64
     local name=$1; shift
-    env "$@" timeout 120 $P bench --skip-train --json "$L/$name.json" > "$L/$name.log" 2>&1
+    env LD_LIBRARY_PATH="$LIBS" "$@" timeout 120 $P bench --skip-train --json "$L/$name.json" > "$L/$name.log" 2>&1
     echo "$name: exit $?, tokens/s $(grep -h '"tokens_per_s"' "$L/$name.json" 2>/dev/null | tr -d ' ,' | cut -d: -f2 | paste -sd/)"
 }
 bench decode-default
 bench decode-fused1 KGYM_MATMUL_FUSED_NORM=1
 bench decode-default-again
 if [ "${SIDE:-0}" = 1 ]; then
-    KGYM_POLICY_CUDA=$P KGYM_BENCH_PYTHON=$KGYM_PYTHON OUT=$L/side timeout 300 tests/bench/policy/run.sh
+    printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$LIBS" "$P" > /tmp/kbin/policy-w
+    chmod +x /tmp/kbin/policy-w
+    KGYM_POLICY_CUDA=/tmp/kbin/policy-w KGYM_BENCH_PYTHON=$KGYM_PYTHON OUT=$L/side timeout 300 tests/bench/policy/run.sh
 fi
 tar -C $L -czf "$OUT/decode.tar.gz" .
 echo "decode checks: $((SECONDS - T0)) s"
