@@ -545,7 +545,7 @@ class Judge:
             t_run, reply = ch.timed_call({"op": "run", "seq": i})
             t_fetch, _ = ch.timed_call({"op": "fetch", "seq": i})
             loop.lap("run_fetch")
-            got = self.read_outputs()
+            got = self.read_outputs() if checked else None  # an output-sized copy: only to compare
             loop.lap("read")
             if checked:
                 ok, stats = self.compare(got, want, f"timed call {i + 1}")
