@@ -165,13 +165,41 @@ static void compare_runs(const json_t *old_tasks, const json_t *new_tasks, const
     }
 }
 
+static bool holds_string(const json_t *array, const json_t *s)
+{
+    size_t i;
+    const json_t *item;
+    json_array_foreach(array, i, item)
+    {
+        if (json_equal(item, s))
+            return true;
+    }
+    return false;
+}
+
+/* The same setups in any order (a server of mixed GPUs lists them as its tasks landed). Each
+ * list holds distinct items (bench_measured_on). */
+static bool same_setups(const json_t *a, const json_t *b)
+{
+    if (json_array_size(a) != json_array_size(b))
+        return false;
+    size_t i;
+    const json_t *item;
+    json_array_foreach(a, i, item)
+    {
+        if (!holds_string(b, item))
+            return false;
+    }
+    return true;
+}
+
 /* diff.measured_on = {old, new} when the runs name different devices or torch versions (a run
  * that names none, from before results named them, is taken to match). */
 static void note_setups(const json_t *old_tasks, const json_t *new_tasks, json_t *diff)
 {
     json_t *old_setups = bench_measured_on(old_tasks), *new_setups = bench_measured_on(new_tasks);
     if (json_array_size(old_setups) == 0 || json_array_size(new_setups) == 0 ||
-        json_equal(old_setups, new_setups)) {
+        same_setups(old_setups, new_setups)) {
         json_decref(old_setups);
         json_decref(new_setups);
         return;

@@ -171,7 +171,7 @@ json_t *bench_measured_on(const json_t *tasks)
     {
         const char *dev = json_string_value(json_object_get(task, "device_name"));
         const char *torch = json_string_value(json_object_get(task, "torch_version"));
-        if (!dev)
+        if (!dev || !*dev)
             continue;
         json_t *setup = torch ? json_sprintf("%s (torch %s)", dev, torch) : json_string(dev);
         bool known = false;

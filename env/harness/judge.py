@@ -554,6 +554,10 @@ class Judge:
                 if candidate:
                     self.track_call(track, got, want)
             loop.lap("compare")
+            # this call's tensors go before the next ones (a hidden call's, the next call's) are
+            # made: with KernelBench's largest (6-7 GB each), two sets at once beside the runners
+            # overfill an 80 GB card (want lives on in track["prev"] where tracking needs it)
+            x = want = got = None
             if i >= warm:
                 samples.append((t_run, t_fetch, t_stage))
                 dev = reply.get("device_ms")
@@ -564,10 +568,6 @@ class Judge:
                 # them through shared memory) the wall-clock cap is spent
                 if len(samples) >= min_reps and (spent > budget or time.monotonic() - t0 > wall_cap):
                     break
-            # this call's tensors go before the next ones (a hidden call's, the next call's) are
-            # made: with KernelBench's largest (6-7 GB each), two sets at once beside the runners
-            # overfill an 80 GB card (want lives on in track["prev"] where tracking needs it)
-            x = want = got = None
             if candidate and dice.random() < self.AUDIT_ODDS:
                 self.hidden_call(ch, i, audit=True, track=track)
             if candidate and self.job.get("probe", True) and dice.random() < self.PROBE_ODDS:
@@ -741,7 +741,7 @@ class Judge:
         if os.path.exists(self.baseline_path(key)):
             comp["warmup"] = "cached"
             return
-        w0, x0, _y0 = self.plan()
+        w0, x0 = self.plan()[:2]  # the planned outputs are not kept: GPU memory
         t0 = time.monotonic()
         ch = None
         try:

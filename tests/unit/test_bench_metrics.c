@@ -418,8 +418,9 @@ static void test_measured_on(void **state)
     const char *setups[][2] = {{"NVIDIA H100", "2.11.0"},
                                {"NVIDIA H100", "2.11.0"},
                                {"GPU|x", "2.11.0"},
-                               {"NVIDIA H100", NULL}};
-    for (size_t i = 0; i < 4; i++) {
+                               {"NVIDIA H100", NULL},
+                               {"", "2.11.0"}}; /* an empty name names nothing */
+    for (size_t i = 0; i < sizeof setups / sizeof setups[0]; i++) {
         json_t *t = json_array_get(tasks, i);
         json_object_set_new(t, "device_name", json_string(setups[i][0]));
         if (setups[i][1])
@@ -672,7 +673,14 @@ static void test_diff_warns_of_another_device(void **state)
     assert_null(strstr(text, "warning"));
     free(text);
     json_decref(diff);
+    /* a server of two GPUs: the same two setups, first met in another order */
+    json_object_set_new(json_array_get(old_tasks, 0), "device_name", json_string("NVIDIA H200"));
+    json_object_set_new(json_array_get(new_tasks, 1), "device_name", json_string("NVIDIA H200"));
+    assert_int_equal(bench_diff(old_tasks, new_tasks, 0.05, &diff, err, sizeof err), 2);
+    assert_null(json_object_get(diff, "measured_on"));
+    json_decref(diff);
     set_device(old_tasks, "NVIDIA H200");
+    set_device(new_tasks, "NVIDIA H100");
     assert_int_equal(bench_diff(old_tasks, new_tasks, 0.05, &diff, err, sizeof err), 2);
     json_t *want = json_pack("{s:[s], s:[s]}", "old", "NVIDIA H200 (torch 2.11.0)", "new",
                              "NVIDIA H100 (torch 2.11.0)");

@@ -6,6 +6,13 @@ T0=$SECONDS
 LIMIT=${LIMIT:-570}
 OUT=${OUT:?OUT: the folder whose files come back}
 left() { echo $((LIMIT - (SECONDS - T0))); }
+# A step's time limit: the smaller of $1 and the time left less ${2:-60} s for what follows;
+# 0 (skip the step) under 15 s. No step outlives the call.
+budget() {
+    local want=$1 room=$(( $(left) - ${2:-60} ))
+    [ "$room" -lt "$want" ] && want=$room
+    if [ "$want" -ge 15 ]; then echo "$want"; else echo 0; fi
+}
 nvidia-smi -L | tee "$OUT/gpu.txt"
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 # baselines are kept per GPU model: an H100 never resumes the H200's file

@@ -12,29 +12,36 @@ mkdir -p $L
 # the CUDA programs need carried libraries (libutf8proc, jansson, pcre2); the Pythons with torch
 # started later (PyTorch's side, the baselines' judges) must not see them
 LIBS=$PWD/carry/lib
+save() { tar -C $L -czf "$OUT/decode.tar.gz" .; }  # after each step: a cut call keeps the rest
 check() {  # check NAME CMD...: a log per check, its FAIL/ok counts printed
-    local name=$1; shift
-    LD_LIBRARY_PATH=$LIBS timeout 200 "$@" > "$L/$name.log" 2>&1
+    local name=$1 t; shift
+    t=$(budget 200)
+    [ "$t" -gt 0 ] || { echo "$name: skipped (no time left)"; return; }
+    LD_LIBRARY_PATH=$LIBS timeout "$t" "$@" > "$L/$name.log" 2>&1
     echo "$name: exit $?, $(grep -c '^FAIL' "$L/$name.log") FAIL, $(grep -c '^ok' "$L/$name.log") ok"
     grep '^FAIL' "$L/$name.log" | head -5
+    save
 }
 check ctest_decode_gpu-default $K/ctest_decode_gpu
 check ctest_decode_gpu-fused1 env KGYM_MATMUL_FUSED_NORM=1 $K/ctest_decode_gpu
 check ctest_model_gpu-default $K/ctest_model_gpu
 check test_matmul-fused1 env KGYM_MATMUL_FUSED_NORM=1 $K/test_matmul
 bench() {  # bench NAME [VAR=VALUE...]: decode tokens/s at batch 1 and 64
-    local name=$1; shift
-    env LD_LIBRARY_PATH="$LIBS" "$@" timeout 120 $P bench --skip-train --json "$L/$name.json" > "$L/$name.log" 2>&1
+    local name=$1 t; shift
+    t=$(budget 120)
+    [ "$t" -gt 0 ] || { echo "$name: skipped (no time left)"; return; }
+    env LD_LIBRARY_PATH="$LIBS" "$@" timeout "$t" $P bench --skip-train --json "$L/$name.json" > "$L/$name.log" 2>&1
     echo "$name: exit $?, tokens/s $(grep -h '"tokens_per_s"' "$L/$name.json" 2>/dev/null | tr -d ' ,' | cut -d: -f2 | paste -sd/)"
+    save
 }
 bench decode-default
 bench decode-fused1 KGYM_MATMUL_FUSED_NORM=1
 bench decode-default-again
-if [ "${SIDE:-0}" = 1 ]; then
+if [ "${SIDE:-0}" = 1 ] && [ "$(budget 300)" -gt 0 ]; then
     printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$LIBS" "$P" > /tmp/kbin/policy-w
     chmod +x /tmp/kbin/policy-w
-    KGYM_POLICY_CUDA=/tmp/kbin/policy-w KGYM_BENCH_PYTHON=$KGYM_PYTHON OUT=$L/side timeout 300 tests/bench/policy/run.sh
+    KGYM_POLICY_CUDA=/tmp/kbin/policy-w KGYM_BENCH_PYTHON=$KGYM_PYTHON OUT=$L/side timeout "$(budget 300)" tests/bench/policy/run.sh
 fi
-tar -C $L -czf "$OUT/decode.tar.gz" .
+save
 echo "decode checks: $((SECONDS - T0)) s"
 baselines_for $(( $(left) - 25 ))

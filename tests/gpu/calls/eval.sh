@@ -4,7 +4,9 @@
 # seconds (default 330), then baselines. The log comes back as $OUT/eval_gpu.log.
 cd "$(dirname "$0")/../../.." || exit 1
 . tests/gpu/calls/common.sh
-KGYM_SERVER_LIBS=$PWD/carry/lib PYTHONUNBUFFERED=1 timeout -s INT -k 20 "${EVAL_S:-330}" \
+EV=$(budget "${EVAL_S:-330}" 45)
+[ "$EV" -gt 0 ] || { echo "eval: no time left"; exit 1; }
+KGYM_SERVER_LIBS=$PWD/carry/lib PYTHONUNBUFFERED=1 timeout -s INT -k 20 "$EV" \
     "$KGYM_PYTHON" tests/gpu/eval_gpu.py --server carry/bin/kgym-env --python "$KGYM_PYTHON" \
     > "$OUT/eval_gpu.log" 2>&1
 echo "eval_gpu: exit $?"

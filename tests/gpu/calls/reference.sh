@@ -11,7 +11,9 @@ REF=/tmp/ref
 mkdir -p $REF
 if [ -f carry/ref.tar.gz ]; then tar -C $REF -xzf carry/ref.tar.gz && echo "resuming from carry/ref.tar.gz"; fi
 PREF_S=${PREF_S:-170}
+[ "$PREF_S" -gt 0 ] || export KGYM_PREFETCH=0  # (timeout 0 would mean no limit at all)
 RUN_S=$(( $(left) - PREF_S - 60 ))
+[ "$RUN_S" -ge 30 ] || { echo "reference: $RUN_S s left for the runs after PREF_S=$PREF_S: too little"; exit 1; }
 echo "baselines pass $PREF_S s, runs $RUN_S s"
 KGYM_BIN=carry/w KGYM_PREFETCH_DEADLINE_S=$PREF_S KGYM_DEADLINE_S=$RUN_S KGYM_CACHE=/tmp/kgym-cache \
     timeout -s TERM -k 5 $((PREF_S + RUN_S + 45)) tests/gpu/kgym_bench_gpu.sh $REF "$KB_JSONL"
