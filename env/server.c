@@ -45,6 +45,7 @@ void server_log(const char *level, const char *event, json_t *fields)
 typedef struct request_ctx {
     strbuf body;
     bool too_large;
+    bool counted; /* in srv->replies_pending until on_completed */
     size_t limit;
     struct timespec start;
 } request_ctx;
@@ -197,6 +198,13 @@ static void log_request(server *srv, const char *method, const char *path, const
 static enum MHD_Result handle(server *srv, struct MHD_Connection *conn, const char *url,
                               const char *method, request_ctx *ctx)
 {
+    /* counted before the route runs and until the reply is sent (on_completed): a step's
+     * in_flight ends before its reply is queued, and a drain that stopped the daemon in
+     * between would cut the connection with the finished step's reply unsent */
+    if (!ctx->counted) {
+        ctx->counted = true;
+        atomic_fetch_add(&srv->replies_pending, 1);
+    }
     char request_id[32];
     snprintf(request_id, sizeof request_id, "req_%lx",
              (unsigned long)atomic_fetch_add(&srv->request_seq, 1));
@@ -272,11 +280,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode code)
 {
-    (void)cls;
+    server *srv = cls;
     (void)conn;
     (void)code;
     request_ctx *ctx = *con_cls;
     if (ctx) {
+        if (ctx->counted)
+            atomic_fetch_sub(&srv->replies_pending, 1);
         sb_free(&ctx->body);
         free(ctx);
         *con_cls = NULL;
@@ -468,13 +478,15 @@ static int start_daemon(server *srv, char *err, size_t errcap)
     return 0;
 }
 
-/* Waits up to drain_timeout_s for in-flight steps to finish. */
+/* Waits up to drain_timeout_s for in-flight steps to finish and every reply to be sent (the
+ * 503s of requests that come meanwhile included). */
 static void drain(server *srv)
 {
     double deadline = ep_now() + srv->cfg.drain_timeout_s;
     server_log("info", "draining",
                json_pack("{s:I}", "in_flight", (json_int_t)atomic_load(&srv->in_flight)));
-    while (atomic_load(&srv->in_flight) > 0 && ep_now() < deadline) {
+    while ((atomic_load(&srv->in_flight) > 0 || atomic_load(&srv->replies_pending) > 0) &&
+           ep_now() < deadline) {
         struct timespec ts = {0, 20 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }

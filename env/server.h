@@ -18,11 +18,11 @@
 
 #define KGYM_VERSION "0.1.0"
 /* What isolates tool processes (reported by /v1/info and the start-up log). */
-#define KGYM_SANDBOX_ON                                                                        \
-    "on: Bash runs in kgym-sandbox (namespaces, a minimal read-only root, the episode's own uid, "  \
+#define KGYM_SANDBOX_ON                                                                            \
+    "on: Bash runs in kgym-sandbox (namespaces, a minimal read-only root, the episode's own uid, " \
     "no capabilities, seccomp, cgroup limits)"
-#define KGYM_SANDBOX_WEAK                                                                      \
-    "WEAK (--allow-weak-sandbox): tools run as the server's user, each Bash call in its own "     \
+#define KGYM_SANDBOX_WEAK                                                                          \
+    "WEAK (--allow-weak-sandbox): tools run as the server's user, each Bash call in its own "      \
     "process group with rlimits"
 
 typedef struct server {
@@ -31,10 +31,11 @@ typedef struct server {
     ws_template *tpl;
     ep_table *episodes;
     metrics *metrics;
-    idem_cache global_idem;     /* creates and batches: no episode to scope them to */
+    idem_cache global_idem; /* creates and batches: no episode to scope them to */
     pthread_mutex_t global_idem_lock;
     atomic_bool draining;
-    atomic_long in_flight;      /* steps, resets and closes running now */
+    atomic_long in_flight;       /* steps, resets and closes running now */
+    atomic_long replies_pending; /* requests handled or being handled whose reply is not sent */
     atomic_ulong request_seq;
     double started_at;
     int bound_port;
