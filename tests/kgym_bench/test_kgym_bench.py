@@ -97,13 +97,17 @@ def test_results_name_where_they_were_measured(first_run):
     """Each task timed against baselines names the device and torch version they were measured
     on (here the CPU: "cpu:<model>", this Python's torch), and report.md and the summary say it
     once."""
-    import torch
+    # torch's version from a child: importing torch here would grow this process by ~400 MB,
+    # which every later child's ru_maxrss inherits through fork (test_solution_layouts.py's
+    # RSS bound on kgym-bench would then fail)
+    torch_version = subprocess.run([sys.executable, "-c", "import torch; print(torch.__version__)"],
+                                   capture_output=True, text=True, check=True).stdout.strip()
     out, res, stdout = first_run
     evaluated = [r for r in res["tasks"] if r.get("t_eager_ms") is not None]
     assert len(evaluated) >= sum(1 for f in FIXTURES if f["expect"] in CORRECT)
     for r in evaluated:
-        assert r["device_name"].startswith("cpu:") and r["torch_version"] == torch.__version__, r
-    setup = f"{evaluated[0]['device_name']} (torch {torch.__version__})"
+        assert r["device_name"].startswith("cpu:") and r["torch_version"] == torch_version, r
+    setup = f"{evaluated[0]['device_name']} (torch {torch_version})"
     assert f"measured on: {setup}\n" in stdout, stdout
     assert f"- **measured on**: {setup}\n" in (out / "report.md").read_text()
 
