@@ -286,26 +286,15 @@ static size_t category_size(const json_t *diff, const char *category)
     return json_array_size(json_object_get(diff, category));
 }
 
-/* "A; B" of a measured_on list. */
-static void print_setups(FILE *out, const json_t *setups)
-{
-    size_t i;
-    const json_t *setup;
-    json_array_foreach(setups, i, setup)
-    {
-        fprintf(out, "%s%s", i ? "; " : "", json_string_value(setup));
-    }
-}
-
 static void print_setup_warning(FILE *out, const json_t *diff)
 {
     const json_t *setups = json_object_get(diff, "measured_on");
     if (!setups)
         return;
     fputs("warning: the runs were measured on different setups (OLD: ", out);
-    print_setups(out, json_object_get(setups, "old"));
+    bench_print_setups(out, json_object_get(setups, "old"), false);
     fputs("; NEW: ", out);
-    print_setups(out, json_object_get(setups, "new"));
+    bench_print_setups(out, json_object_get(setups, "new"), false);
     fputs("): their time changes compare machines as well as solutions\n", out);
 }
 

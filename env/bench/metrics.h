@@ -16,6 +16,7 @@
 #define KGYM_BENCH_METRICS_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 
 #define BENCH_FAST_P_N 4
@@ -53,6 +54,8 @@ int bench_write_report_md(FILE *out, const bench_row *rows, int n, const json_t 
  * results (their device_name, torch_version), in order of first appearance: a run whose server
  * changed GPU midway shows both. A new array (empty when no result names a device). */
 json_t *bench_measured_on(const json_t *tasks);
+/* Such a list as "A; B" (escaped for a markdown table when markdown). */
+void bench_print_setups(FILE *out, const json_t *setups, bool markdown);
 /* The one-screen summary printed at the end of a run (the table, plus counts by status). */
 void bench_print_summary(FILE *out, const bench_row *rows, int n, const json_t *tasks);
 

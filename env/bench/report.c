@@ -186,23 +186,30 @@ json_t *bench_measured_on(const json_t *tasks)
     return setups;
 }
 
-/* "label: A; B\n" over bench_measured_on's list (escaped for markdown when markdown); nothing when
- * no result names a device. */
-static void print_measured_on(FILE *out, const char *label, const json_t *tasks, bool markdown)
+void bench_print_setups(FILE *out, const json_t *setups, bool markdown)
 {
-    json_t *setups = bench_measured_on(tasks);
     size_t i;
     const json_t *setup;
     json_array_foreach(setups, i, setup)
     {
-        fputs(i == 0 ? label : "; ", out);
+        if (i > 0)
+            fputs("; ", out);
         if (markdown)
             md_text(out, json_string_value(setup));
         else
             fputs(json_string_value(setup), out);
     }
-    if (json_array_size(setups) > 0)
+}
+
+/* "label: A; B\n" over bench_measured_on's list; nothing when no result names a device. */
+static void print_measured_on(FILE *out, const char *label, const json_t *tasks, bool markdown)
+{
+    json_t *setups = bench_measured_on(tasks);
+    if (json_array_size(setups) > 0) {
+        fputs(label, out);
+        bench_print_setups(out, setups, markdown);
         fputc('\n', out);
+    }
     json_decref(setups);
 }
 
