@@ -439,7 +439,13 @@ typedef struct decode_result {
     int batch;
     double prefill_ms, full_ms, tokens_per_s, prefill_tokens_per_s, e2e_tokens_per_s;
     long graphs_replayed, graphs_refused; /* unless --no-graphs */
+    /* a decode step's wall time, and its graph's GPU time replayed back to back (0: not
+     * measured): the difference is the host's share, the sampler's included */
+    double step_ms, graph_step_ms;
 } decode_result;
+
+/* Replays of the last step's graph for its GPU time per step. */
+#define GRAPH_TIMING_REPS 100
 
 /* Greedy, no EOS, max_new tokens for every prompt; *ms the wall time. */
 static int timed_generate(pol_gpu_dec *d, const int32_t *prompts, int Bd, int P, int max_new,
@@ -496,8 +502,23 @@ static int decode_one(pol_gpu *g, const bench_args *a, int Bd, int vocab, decode
         res->tokens_per_s = (double)Bd * (N - 1) / ((res->full_ms - res->prefill_ms) / 1000.0);
         res->prefill_tokens_per_s = (double)want / (res->prefill_ms / 1000.0);
         res->e2e_tokens_per_s = (double)Bd * N / (res->full_ms / 1000.0);
+        res->step_ms = (res->full_ms - res->prefill_ms) / (N - 1);
         fprintf(stderr, "bench: decode batch %d: prefill+1 %.1f ms, %d tokens %.1f ms\n", Bd,
                 res->prefill_ms, N, res->full_ms);
+    }
+    /* a diagnostic: a failure is reported and the figures above stand */
+    if (rc == 0 && a->graphs) {
+        char why[ERRCAP];
+        if (pol_gpu_dec_time_step_graph(d, GRAPH_TIMING_REPS, &res->graph_step_ms, why,
+                                        sizeof why) == 0)
+            fprintf(stderr,
+                    "bench: decode batch %d: a step takes %.1f us, its graph alone %.1f us on the "
+                    "GPU (host, copies and sampling: %.1f us)\n",
+                    Bd, 1000 * res->step_ms, 1000 * res->graph_step_ms,
+                    1000 * (res->step_ms - res->graph_step_ms));
+        else
+            fprintf(stderr, "bench: decode batch %d: the step's graph was not timed: %s\n", Bd,
+                    why);
     }
     if (rc == 0 && a->graphs) {
         /* a refused capture runs the same launches: say so, or a plain figure passes for a
@@ -597,13 +618,15 @@ static json_t *decode_json(const bench_args *a, const bench_report *r)
         const decode_result *d = &r->decode[i];
         json_array_append_new(
             arr,
-            json_pack("{s:i, s:I, s:I, s:b, s:b, s:I, s:I, s:f, s:f, s:f, s:f, s:f}", "batch",
+            json_pack("{s:i, s:I, s:I, s:b, s:b, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
+                      "batch",
                       d->batch, "prompt", (json_int_t)a->prompt, "new", (json_int_t)a->new_tokens,
                       "graphs", a->graphs, "pdl", !a->no_pdl, "graphs_replayed",
                       (json_int_t)d->graphs_replayed, "graphs_refused",
                       (json_int_t)d->graphs_refused, "prefill1_ms", d->prefill_ms, "full_ms",
                       d->full_ms, "tokens_per_s", d->tokens_per_s, "prefill_tokens_per_s",
-                      d->prefill_tokens_per_s, "end_to_end_tokens_per_s", d->e2e_tokens_per_s));
+                      d->prefill_tokens_per_s, "end_to_end_tokens_per_s", d->e2e_tokens_per_s,
+                      "step_ms", d->step_ms, "graph_step_ms", d->graph_step_ms));
     }
     return arr;
 }

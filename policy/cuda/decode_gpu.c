@@ -24,8 +24,10 @@
 
 /* The scratch of one append of up to max_tokens tokens (device; bf16 unless float). */
 typedef struct dec_scratch {
-    int32_t *ints;    /* [5][max_tokens]: ids, slot, pos, ctx_len, doc_start */
-    int32_t *row_tok; /* [max_tokens] the token index of each logits row */
+    /* [6 * max_tokens]: an append of n tokens keeps its ids, slot, pos, ctx_len and doc_start
+     * [n] each, then the rows' token indices, packed n apart (dec_ints), so that one copy
+     * uploads its plan; a step's graph holds the addresses of its n */
+    int32_t *ints;
     kg_bf16 *x, *xn;  /* [T, D] residual stream, normed */
     float *rstd;      /* [T * max(H, KV)] norms' 1/rms (not kept) */
     kg_bf16 *q_raw, *k_raw, *q, *k, *v, *att; /* [T, qd|kvd] */
@@ -33,9 +35,10 @@ typedef struct dec_scratch {
     kg_bf16 *gate, *up, *act;                 /* [T, F] */
     kg_bf16 *xr, *hr;                         /* [rows, D] the rows' residual, normed */
     kg_bf16 *logits;                          /* [rows, V] */
-    int32_t *tokens;                          /* [rows] sampled */
-    float *logp;                              /* [rows] */
-    uint64_t *seeds, *offsets;                /* [rows] */
+    /* [2 * max rows] each, an R-row draw's pairs packed R apart so that each pair is one
+     * copy: the tokens drawn then their logp (float), the seeds then their offsets */
+    int32_t *drawn;
+    uint64_t *rng;
     void *sample_ws;
     size_t sample_ws_bytes;
     void *attn_ws; /* kg_decode_attention's partials, sized for max_tokens queries */
@@ -51,9 +54,11 @@ struct pol_gpu_dec {
     size_t layer_stride; /* elements of one layer's cache */
     void *arena;
     dec_scratch s;
-    /* host staging */
-    int32_t *h_ints;    /* [5 * max_tokens] */
-    int32_t *h_row_tok; /* [max_tokens] */
+    /* host staging, pinned: an upload or read-back is one asynchronous copy */
+    int32_t *h_ints; /* [6 * max_tokens] as s.ints */
+    int32_t *h_out;  /* [2 * max rows] as s.drawn */
+    uint64_t *h_rng; /* [2 * max rows] as s.rng */
+    int last_step_n; /* tokens of the last append if it was a decode step, else 0 */
     int32_t *row_slot;  /* [max_tokens] the slots of the last append's rows */
     int n_rows;
     int *slot_count, *slot_seen; /* [n_slots] per-append counters */
@@ -87,8 +92,7 @@ static void carve(const pol_gpu *g, dec_scratch *s, uint8_t *base, size_t *used,
 {
     const pol_dims *d = &g->d;
     size_t heads = (size_t)(d->H > d->KV ? d->H : d->KV);
-    s->ints = TAKE(int32_t, 5 * T);
-    s->row_tok = TAKE(int32_t, T);
+    s->ints = TAKE(int32_t, 6 * T);
     s->x = TAKE(kg_bf16, T * d->D);
     s->xn = TAKE(kg_bf16, T * d->D);
     s->rstd = TAKE(float, T *heads);
@@ -105,28 +109,39 @@ static void carve(const pol_gpu *g, dec_scratch *s, uint8_t *base, size_t *used,
     s->xr = TAKE(kg_bf16, R * d->D);
     s->hr = TAKE(kg_bf16, R * d->D);
     s->logits = TAKE(kg_bf16, R * d->V);
-    s->tokens = TAKE(int32_t, R);
-    s->logp = TAKE(float, R);
-    s->seeds = TAKE(uint64_t, R);
-    s->offsets = TAKE(uint64_t, R);
+    s->drawn = TAKE(int32_t, 2 * R);
+    s->rng = TAKE(uint64_t, 2 * R);
     s->sample_ws = pg_take(base, used, sample_ws);
     s->sample_ws_bytes = sample_ws;
     s->attn_ws = pg_take(base, used, attn_ws);
     s->attn_ws_bytes = attn_ws;
 }
 
-static int alloc_host(pol_gpu_dec *d)
+/* The pinned staging buffers hold bytes (NULL when they cannot be had). */
+static void *pinned(size_t bytes)
+{
+    void *p = NULL;
+    if (cudaMallocHost(&p, bytes) != cudaSuccess) {
+        cudaGetLastError();
+        return NULL;
+    }
+    return p;
+}
+
+static int alloc_host(pol_gpu_dec *d, int max_rows)
 {
     size_t T = (size_t)d->max_tokens;
     d->len = malloc((size_t)d->n_slots * sizeof *d->len);
     d->slot_count = calloc((size_t)d->n_slots, sizeof *d->slot_count);
     d->slot_seen = calloc((size_t)d->n_slots, sizeof *d->slot_seen);
-    d->h_ints = malloc(5 * T * sizeof *d->h_ints);
-    d->h_row_tok = malloc(T * sizeof *d->h_row_tok);
+    d->h_ints = pinned(6 * T * sizeof *d->h_ints);
+    d->h_out = pinned(2 * (size_t)max_rows * sizeof *d->h_out);
+    d->h_rng = pinned(2 * (size_t)max_rows * sizeof *d->h_rng);
     d->row_slot = malloc(T * sizeof *d->row_slot);
     d->step_exec = calloc((size_t)d->n_slots + 1, sizeof *d->step_exec);
     d->step_state = calloc((size_t)d->n_slots + 1, sizeof *d->step_state);
-    if (!d->len || !d->slot_count || !d->slot_seen || !d->h_ints || !d->h_row_tok || !d->row_slot ||
+    if (!d->len || !d->slot_count || !d->slot_seen || !d->h_ints || !d->h_out || !d->h_rng ||
+        !d->row_slot ||
         !d->step_exec || !d->step_state)
         return -1;
     for (int i = 0; i < d->n_slots; i++)
@@ -146,13 +161,13 @@ int pol_gpu_dec_create(pol_gpu_dec **out, pol_gpu *g, int n_slots, int max_len, 
                          "decode_gpu: cannot make %d slots of %d tokens with %d tokens per call "
                          "(need slots >= 1, length >= 1, tokens per call >= slots)",
                          n_slots, max_len, max_tokens);
+    int R = max_tokens < n_slots ? max_tokens : n_slots;
     pol_gpu_dec *d = calloc(1, sizeof *d);
     if (!d || (d->g = g, d->n_slots = n_slots, d->max_len = max_len, d->max_tokens = max_tokens,
-               d->graphs = true, d->pdl = pdl_default(), alloc_host(d) != 0)) {
+               d->graphs = true, d->pdl = pdl_default(), alloc_host(d, R) != 0)) {
         pol_gpu_dec_free(d);
-        return text_fail(err, errcap, "decode_gpu: out of host memory");
+        return text_fail(err, errcap, "decode_gpu: out of host memory (or pinned memory)");
     }
-    int R = max_tokens < n_slots ? max_tokens : n_slots;
     size_t ws = kg_sample_workspace_bytes(R, g->d.V);
     /* enough for any append: the size only grows with the number of queries */
     size_t attn_ws = kg_decode_attention_workspace_bytes(max_tokens, g->d.H, g->d.hd, max_len);
@@ -206,8 +221,9 @@ void pol_gpu_dec_free(pol_gpu_dec *d)
     free(d->len);
     free(d->slot_count);
     free(d->slot_seen);
-    free(d->h_ints);
-    free(d->h_row_tok);
+    cudaFreeHost(d->h_ints);
+    cudaFreeHost(d->h_out);
+    cudaFreeHost(d->h_rng);
     free(d->row_slot);
     free(d);
 }
@@ -259,6 +275,14 @@ typedef struct append_plan {
     bool fresh; /* every slot starts empty and its tokens are contiguous: flash attention */
 } append_plan;
 
+/* The k-th array of an n-token append in a [6 * max_tokens] block (s.ints or h_ints): ids, slot,
+ * pos, ctx_len, doc_start, then the rows' token indices (DEC_*). */
+enum { DEC_IDS, DEC_SLOT, DEC_POS, DEC_CTX, DEC_DOC, DEC_ROW_TOK };
+static int32_t *dec_ints(int32_t *block, int n, int k)
+{
+    return block + (size_t)k * (size_t)n;
+}
+
 /* Checks the tokens and fills the staging arrays: ids, slot, pos, ctx_len, doc_start [n] each,
  * the rows' token indices and slots. */
 static int plan_append(pol_gpu_dec *d, const int32_t *slots, const int32_t *ids, int n,
@@ -282,8 +306,9 @@ static int plan_append(pol_gpu_dec *d, const int32_t *slots, const int32_t *ids,
         d->slot_count[s] = 0;
         d->slot_seen[s] = -1; /* index of the slot's previous token in the call */
     }
-    int32_t *h_ids = d->h_ints, *h_slot = h_ids + n, *h_pos = h_slot + n, *h_ctx = h_pos + n,
-            *h_doc = h_ctx + n;
+    int32_t *h_ids = dec_ints(d->h_ints, n, DEC_IDS), *h_slot = dec_ints(d->h_ints, n, DEC_SLOT),
+            *h_pos = dec_ints(d->h_ints, n, DEC_POS), *h_ctx = dec_ints(d->h_ints, n, DEC_CTX),
+            *h_doc = dec_ints(d->h_ints, n, DEC_DOC), *h_row_tok = dec_ints(d->h_ints, n, DEC_ROW_TOK);
     p->n = n;
     p->fresh = true;
     for (int t = 0; t < n; t++) {
@@ -308,28 +333,21 @@ static int plan_append(pol_gpu_dec *d, const int32_t *slots, const int32_t *ids,
     p->rows = 0;
     for (int t = 0; t < n; t++)
         if (d->slot_seen[slots[t]] == t) {
-            d->h_row_tok[p->rows] = t;
+            h_row_tok[p->rows] = t;
             d->row_slot[p->rows++] = slots[t];
         }
     return 0;
 }
 
+/* The plan's six arrays in one copy: both blocks hold them n apart. The pinned staging is not
+ * touched again before the append's closing sync. */
 static int upload_plan(pg_run *r, pol_gpu_dec *d, const append_plan *p)
 {
-    cudaStream_t st = d->g->stream;
-    size_t nb = (size_t)p->n * sizeof(int32_t);
-    int32_t *dev = d->s.ints;
-    /* the device arrays are max_tokens apart; the staged ones n apart */
-    for (int k = 0; k < 5; k++)
-        if (pg_ck(r,
-                  cudaMemcpyAsync(dev + (size_t)k * d->max_tokens, d->h_ints + (size_t)k * p->n, nb,
-                                  cudaMemcpyHostToDevice, st),
-                  "uploading the tokens"))
-            return -1;
+    size_t count = 5 * (size_t)p->n + (size_t)p->rows;
     return pg_ck(r,
-                 cudaMemcpyAsync(d->s.row_tok, d->h_row_tok, (size_t)p->rows * sizeof(int32_t),
-                                 cudaMemcpyHostToDevice, st),
-                 "uploading the rows");
+                 cudaMemcpyAsync(d->s.ints, d->h_ints, count * sizeof(int32_t),
+                                 cudaMemcpyHostToDevice, d->g->stream),
+                 "uploading the tokens");
 }
 
 /* The scratch as one layer's activations for the model's shared layer code (pg_qkv_forward,
@@ -370,9 +388,8 @@ static int dec_layer(pg_run *r, pol_gpu_dec *d, int l, const append_plan *p)
     dec_scratch *s = &d->s;
     cudaStream_t st = g->stream;
     int T = p->n;
-    const int32_t *slot = s->ints + d->max_tokens, *pos = s->ints + 2 * (size_t)d->max_tokens,
-                  *ctx = s->ints + 3 * (size_t)d->max_tokens,
-                  *doc = s->ints + 4 * (size_t)d->max_tokens;
+    const int32_t *slot = dec_ints(s->ints, T, DEC_SLOT), *pos = dec_ints(s->ints, T, DEC_POS),
+                  *ctx = dec_ints(s->ints, T, DEC_CTX), *doc = dec_ints(s->ints, T, DEC_DOC);
     kg_bf16 *kc = d->k_cache + (size_t)l * d->layer_stride,
             *vc = d->v_cache + (size_t)l * d->layer_stride;
     float scale = 1.0f / sqrtf((float)dm->hd);
@@ -412,7 +429,9 @@ static int dec_head(pg_run *r, pol_gpu_dec *d, const append_plan *p)
     const pol_dims *dm = &g->d;
     dec_scratch *s = &d->s;
     cudaStream_t st = g->stream;
-    return pg_ck(r, kg_embed_forward(s->xr, s->x, s->row_tok, p->rows, dm->D, p->n, st),
+    return pg_ck(r,
+                 kg_embed_forward(s->xr, s->x, dec_ints(s->ints, p->n, DEC_ROW_TOK), p->rows, dm->D,
+                                  p->n, st),
                  "gathering the rows") ||
            pg_ck(r,
                  kg_rmsnorm_forward(s->hr, s->rstd, s->xr, pg_w(g, g->final_norm), p->rows, dm->D,
@@ -430,7 +449,8 @@ static int run_kernels(pg_run *r, pol_gpu_dec *d, const append_plan *p)
     pol_gpu *g = d->g;
     if (pg_ck(
             r,
-            kg_embed_forward(d->s.x, pg_w(g, g->embed), d->s.ints, p->n, g->d.D, g->d.V, g->stream),
+            kg_embed_forward(d->s.x, pg_w(g, g->embed), dec_ints(d->s.ints, p->n, DEC_IDS), p->n,
+                             g->d.D, g->d.V, g->stream),
             "embed_tokens"))
         return -1;
     for (int l = 0; l < g->d.L; l++)
@@ -551,6 +571,7 @@ int pol_gpu_dec_append(pol_gpu_dec *d, const int32_t *slots, const int32_t *ids,
     pg_run r = {g, err, errcap, "decode", -1};
     append_plan p = {0, 0, false};
     d->n_rows = 0;
+    d->last_step_n = 0;
     if (plan_append(d, slots, ids, n, &p, err, errcap) != 0)
         return -1;
     /* rows == n: each slot has one token, so n <= n_slots (the graph arrays' size) */
@@ -565,7 +586,37 @@ int pol_gpu_dec_append(pol_gpu_dec *d, const int32_t *slots, const int32_t *ids,
     for (int t = 0; t < n; t++)
         d->len[slots[t]]++;
     d->n_rows = p.rows;
+    d->last_step_n = step ? p.n : 0;
     return 0;
+}
+
+/* Replaying the last step's graph recomputes that step from the same uploaded plan: the same
+ * cache rows and logits are written again, so nothing a later call reads changes. */
+int pol_gpu_dec_time_step_graph(pol_gpu_dec *d, int reps, double *ms, char *err, size_t errcap)
+{
+    int n = d->last_step_n;
+    *ms = 0;
+    if (reps < 1 || n < 1 || d->step_state[n] != STEP_READY)
+        return text_fail(err, errcap,
+                         "decode_gpu: the last append was not a decode step replayed from a graph");
+    pg_run r = {d->g, err, errcap, "timing the step's graph", -1};
+    cudaStream_t st = d->g->stream;
+    cudaEvent_t ev[2] = {NULL, NULL};
+    float elapsed = 0;
+    bool failed = pg_ck(&r, cudaEventCreate(&ev[0]), "an event") ||
+                  pg_ck(&r, cudaEventCreate(&ev[1]), "an event") ||
+                  pg_ck(&r, cudaEventRecord(ev[0], st), "recording an event");
+    for (int i = 0; !failed && i < reps; i++)
+        failed = pg_ck(&r, cudaGraphLaunch(d->step_exec[n], st), "replaying the step");
+    failed = failed || pg_ck(&r, cudaEventRecord(ev[1], st), "recording an event") || pg_sync(&r) ||
+             pg_ck(&r, cudaEventElapsedTime(&elapsed, ev[0], ev[1]), "reading the events");
+    if (failed)
+        cudaStreamSynchronize(st);
+    for (int i = 0; i < 2; i++)
+        if (ev[i])
+            cudaEventDestroy(ev[i]);
+    *ms = failed ? 0 : (double)elapsed / reps;
+    return failed ? -1 : 0;
 }
 
 int pol_gpu_dec_logits(pol_gpu_dec *d, float *out, char *err, size_t errcap)
@@ -607,38 +658,41 @@ int pol_gpu_dec_sample(pol_gpu_dec *d, const pol_sample_cfg *cfg, int n_valid,
         return text_fail(err, errcap, "decode_gpu sample: sampling needs seeds");
     cudaStream_t st = g->stream;
     dec_scratch *s = &d->s;
-    uint64_t *offsets = NULL;
     if (!greedy) {
-        offsets = malloc((size_t)R * sizeof *offsets);
-        if (!offsets)
-            return text_fail(err, errcap, "decode_gpu sample: out of host memory");
         /* the draw for the token at position len: each draw takes two 32-bit Philox words
          * (kg_sample), so position p owns words 2p and 2p + 1 of its sequence's stream */
+        memcpy(d->h_rng, seeds, (size_t)R * sizeof *seeds);
         for (int i = 0; i < R; i++)
-            offsets[i] = 2 * (uint64_t)d->len[d->row_slot[i]];
+            d->h_rng[R + i] = 2 * (uint64_t)d->len[d->row_slot[i]];
     }
-    size_t rb = (size_t)R * sizeof(uint64_t);
+    /* seeds and offsets in one copy, tokens and logp back in one: each pair is packed R apart
+     * on the device and in the pinned staging */
+    int32_t *dev_tokens = s->drawn;
+    float *dev_logp = (float *)(s->drawn + R);
+    uint64_t *dev_seeds = s->rng, *dev_offsets = s->rng + R;
     bool failed =
-        (!greedy &&
-         (pg_ck(&r, cudaMemcpyAsync(s->seeds, seeds, rb, cudaMemcpyHostToDevice, st), "seeds") ||
-          pg_ck(&r, cudaMemcpyAsync(s->offsets, offsets, rb, cudaMemcpyHostToDevice, st),
-                "offsets"))) ||
+        (!greedy && pg_ck(&r,
+                          cudaMemcpyAsync(dev_seeds, d->h_rng, 2 * (size_t)R * sizeof *d->h_rng,
+                                          cudaMemcpyHostToDevice, st),
+                          "seeds")) ||
         pg_ck(&r,
-              kg_sample(s->tokens, s->logp, s->logits, R, V, n_valid,
+              kg_sample(dev_tokens, dev_logp, s->logits, R, V, n_valid,
                         greedy ? 0.0f : cfg->temperature, greedy ? 0 : cfg->top_k,
-                        greedy ? 1.0f : cfg->top_p, greedy ? NULL : s->seeds,
-                        greedy ? NULL : s->offsets, s->sample_ws, s->sample_ws_bytes, st),
+                        greedy ? 1.0f : cfg->top_p, greedy ? NULL : dev_seeds,
+                        greedy ? NULL : dev_offsets, s->sample_ws, s->sample_ws_bytes, st),
               "sampling") ||
         pg_ck(&r,
-              cudaMemcpyAsync(tokens, s->tokens, (size_t)R * sizeof *tokens, cudaMemcpyDeviceToHost,
-                              st),
+              cudaMemcpyAsync(d->h_out, dev_tokens, 2 * (size_t)R * sizeof *d->h_out,
+                              cudaMemcpyDeviceToHost, st),
               "copying the tokens") ||
-        (logp && pg_to_host(&r, logp, s->logp, R, "copying the log-probs")) || pg_sync(&r);
-    if (failed)
+        pg_sync(&r);
+    if (failed) {
         cudaStreamSynchronize(st);
-    free(offsets);
-    if (failed)
         return -1;
+    }
+    memcpy(tokens, d->h_out, (size_t)R * sizeof *tokens);
+    if (logp)
+        memcpy(logp, d->h_out + R, (size_t)R * sizeof *logp);
     for (int i = 0; i < R; i++)
         if (tokens[i] < 0)
             return text_fail(err, errcap, "decode_gpu sample: row %d (slot %d) has NaN logits", i,

@@ -74,6 +74,12 @@ typedef struct pol_gpu_dec_graph_stats {
     long captured, replayed, refused;
 } pol_gpu_dec_graph_stats;
 pol_gpu_dec_graph_stats pol_gpu_dec_graphs(const pol_gpu_dec *d);
+/* For benchmarks: the GPU's milliseconds per decode step with no host work between steps. The
+ * last append, a decode step replayed from its graph, is replayed reps times back to back (it
+ * writes the same cache rows and logits again: nothing changes) and *ms is the time per replay;
+ * -1 when the last append was anything else. Set against a step's wall time it splits the step
+ * into GPU time and the host's share (uploads, syncs, sampling). */
+int pol_gpu_dec_time_step_graph(pol_gpu_dec *d, int reps, double *ms, char *err, size_t errcap);
 /* The rows of the last append: *slots (the decoder's array, valid until the next append) and
  * their count; 0 rows before the first append or after a failed one. */
 int pol_gpu_dec_rows(const pol_gpu_dec *d, const int32_t **slots);

@@ -12,7 +12,9 @@
 # no baselines pass over the solved tasks before the runs (the default measures them first);
 # $KGYM_WARMUP_JOBS: that client's --warmup-jobs (its default: 2 per GPU).
 # $KGYM_RUNS=0: no runs either (with $KGYM_BASELINES: a baselines-only call that resumes);
-# $KGYM_PREFETCH_DEADLINE_S bounds that pass (default $KGYM_DEADLINE_S). Stop the script with
+# $KGYM_PREFETCH_DEADLINE_S bounds that pass (default $KGYM_DEADLINE_S). $KGYM_KB_ONLY=IDS: only
+# these KernelBench tasks (e.g. kb/L1/24,kb/L1/36; default every one with a solution);
+# $KGYM_BUNDLED=0: no bundled-task client (nor its baselines pass). Stop the script with
 # SIGTERM or SIGINT, never SIGKILL: its exit trap kills the server and the judges under it.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -45,30 +47,29 @@ prefetch() {
     if [ -n "$d" ]; then timeout -s INT "$d" "$@"; else "$@"; fi
 }
 BUNDLED_ONLY=$(cd solutions/bundled && for d in */; do [ -f "$d/model_new.py" ] && echo "kgym/${d%/}"; done | paste -sd,)
-KB_ONLY=$(cd solutions/kernelbench && ls -d level*/[0-9]* | sed 's#level\([0-9]\)/\([0-9]*\)#kb/L\1/\2#' | paste -sd,)
+KB_ONLY=${KGYM_KB_ONLY:-$(cd solutions/kernelbench && ls -d level*/[0-9]* | sed 's#level\([0-9]\)/\([0-9]*\)#kb/L\1/\2#' | paste -sd,)}
+BUNDLED=${KGYM_BUNDLED:-1}
 if [ "${KGYM_PREFETCH:-1}" = 1 ]; then
     # the baselines first, through kgym-bench baselines: its warm-ups share the GPU and its
     # measurements take turns at it, so the runs' Profiles find them cached and hold the GPU
     # for the candidates' timing alone
-    T0=$SECONDS
-    prefetch "$BIN/kgym-bench" baselines --server "$URL" --tasks dataset/tasks --only "$BUNDLED_ONLY" \
+    T0=$SECONDS P1=
+    [ "$BUNDLED" != 1 ] || { prefetch "$BIN/kgym-bench" baselines --server "$URL" --tasks dataset/tasks --only "$BUNDLED_ONLY" \
         --file "$OUT/prefetch-bundled.json" --out "$OUT/prefetch-bundled" --task-timeout 600 \
-        2> "$OUT/prefetch-bundled.log" &
-    P1=$!
+        2> "$OUT/prefetch-bundled.log" & P1=$!; }
     prefetch "$BIN/kgym-bench" baselines --server "$URL" --kernelbench "$KB" --only "$KB_ONLY" \
         --file "$OUT/prefetch-kernelbench.json" --out "$OUT/prefetch-kernelbench" --task-timeout 600 \
         2> "$OUT/prefetch-kernelbench.log" &
     P2=$!
-    wait $P1 || echo "prefetch (bundled) ended with $?: the runs measure what is missing"
+    [ -z "$P1" ] || wait $P1 || echo "prefetch (bundled) ended with $?: the runs measure what is missing"
     wait $P2 || echo "prefetch (kernelbench) ended with $?: the runs measure what is missing"
     echo "prefetch: $((SECONDS - T0)) s"
 fi
 # builds overlap with other tasks' timing; the lease makes the timing itself exclusive
 B1= B2=
 if [ "${KGYM_RUNS:-1}" = 1 ]; then
-    client "$BIN/kgym-bench" run --server "$URL" --tasks dataset/tasks --solutions solutions/bundled \
-        --out "$OUT/bundled" --jobs "$JOBS" --task-timeout "${KGYM_TASK_TIMEOUT:-600}" > "$OUT/bundled.txt" 2> "$OUT/bundled.log" &
-    B1=$!
+    [ "$BUNDLED" != 1 ] || { client "$BIN/kgym-bench" run --server "$URL" --tasks dataset/tasks --solutions solutions/bundled \
+        --out "$OUT/bundled" --jobs "$JOBS" --task-timeout "${KGYM_TASK_TIMEOUT:-600}" > "$OUT/bundled.txt" 2> "$OUT/bundled.log" & B1=$!; }
     client "$BIN/kgym-bench" run --server "$URL" --kernelbench "$KB" --solutions solutions/kernelbench \
         --only "$KB_ONLY" \
         --out "$OUT/kernelbench" --jobs "$JOBS" --task-timeout "${KGYM_TASK_TIMEOUT:-600}" > "$OUT/kernelbench.txt" 2> "$OUT/kernelbench.log" &
@@ -85,6 +86,6 @@ rc=0
 [ -z "$B1" ] || wait $B1 || rc=$?
 [ -z "$B2" ] || wait $B2 || rc=$?
 [ -z "$B3" ] || wait $B3 || rc=$?
-[ -z "$B1" ] || for part in bundled kernelbench; do echo "== $part"; cat "$OUT/$part.txt"; done
+[ -z "$B2" ] || for part in bundled kernelbench; do [ -f "$OUT/$part.txt" ] && { echo "== $part"; cat "$OUT/$part.txt"; }; done
 [ -z "$B3" ] || { echo "== baselines"; tail -3 "$OUT/baselines.log"; }
 exit $rc

@@ -14,7 +14,8 @@
  *     full slot stop a sequence with the right finish reason and length;
  *   - stop strings matched over token boundaries (against the decoded text), padded vocabulary
  *     rows never chosen even when they would win;
- *   - decode steps as CUDA graphs give bitwise the same generations as without;
+ *   - decode steps as CUDA graphs give bitwise the same generations as without; timing a
+ *     step's graph (the bench's diagnostic) changes no logits;
  *   - bad input refused with a message, nothing changed, the decoder usable after.
  * Ends with "decode_gpu: all checks passed"; exit 1 on any failure. */
 #include <cuda_runtime.h>
@@ -471,6 +472,77 @@ static void check_pdl(seq_case *c)
     pol_gpu_dec_free(d);
 }
 
+/* Two slots' logits after a prompt each and `steps` decode steps of both (graphs on: the second
+ * step is captured and replayed), fetched to the host ([2, V], malloc'd). With reps > 0 the
+ * graph of step time_after is timed (pol_gpu_dec_time_step_graph, *ms) right after that step. */
+static float *two_slot_steps(seq_case *c, pol_gpu_dec *d, int steps, int time_after, int reps,
+                             double *ms)
+{
+    enum { P = 9 };
+    char err[ERRCAP];
+    int32_t slots[2] = {pol_gpu_dec_acquire(d), pol_gpu_dec_acquire(d)}, ids[2 * P];
+    fill_ids(ids, 2 * P, c->V, 4242);
+    int32_t both[2 * P] = {0};
+    for (int t = 0; t < 2 * P; t++)
+        both[t] = slots[t / P];
+    float *out = malloc(2 * (size_t)c->V * sizeof *out);
+    bool ok = out && need(pol_gpu_dec_append(d, both, ids, 2 * P, err, ERRCAP), "prompts", err);
+    for (int k = 0; ok && k < steps; k++) {
+        int32_t next[2] = {ids[k % P], ids[P + (k * 3) % P]};
+        ok = need(pol_gpu_dec_append(d, slots, next, 2, err, ERRCAP), "a step", err);
+        if (ok && reps > 0 && k + 1 == time_after)
+            ok = need(pol_gpu_dec_time_step_graph(d, reps, ms, err, ERRCAP), "timing", err);
+    }
+    ok = ok && need(pol_gpu_dec_logits(d, out, err, ERRCAP), "logits", err);
+    pol_gpu_dec_release(d, slots[0]);
+    pol_gpu_dec_release(d, slots[1]);
+    if (!ok) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* pol_gpu_dec_time_step_graph (the bench's GPU time per step): refused after a prefill, and
+ * its replays change nothing: the step's logits, then the next step's, equal bitwise those of a
+ * decoder whose graph was never timed. */
+static void check_graph_timing(seq_case *c)
+{
+    enum { SLOTS = 2, MAX_LEN = 32 };
+    pol_gpu_dec *timed = NULL, *plain = NULL;
+    char err[ERRCAP];
+    if (!need(pol_gpu_dec_create(&timed, c->g, SLOTS, MAX_LEN, 32, err, ERRCAP), "dec create",
+              err) ||
+        !need(pol_gpu_dec_create(&plain, c->g, SLOTS, MAX_LEN, 32, err, ERRCAP), "dec create",
+              err)) {
+        pol_gpu_dec_free(timed);
+        return;
+    }
+    double ms = 0;
+    float *a3 = two_slot_steps(c, timed, 0, 0, 0, NULL);
+    int rc = pol_gpu_dec_time_step_graph(timed, 5, &ms, err, ERRCAP);
+    report(a3 && rc == -1 && err[0], "%s the step timing refused after a prefill (%s)", c->name,
+           err);
+    free(a3);
+    double timed_ms = 0;
+    /* the replayed step's own logits, then two steps after the timing */
+    float *t = two_slot_steps(c, timed, 3, 3, 5, &timed_ms),
+          *p = two_slot_steps(c, plain, 3, 0, 0, NULL);
+    float *t4 = two_slot_steps(c, timed, 5, 3, 7, &ms), *p4 = two_slot_steps(c, plain, 5, 0, 0, NULL);
+    size_t bytes = 2 * (size_t)c->V * sizeof(float);
+    report(t && p && t4 && p4 && timed_ms > 0 && memcmp(t, p, bytes) == 0 &&
+               memcmp(t4, p4, bytes) == 0 && pol_gpu_dec_graphs(timed).replayed > 0,
+           "%s timing a step's graph (%.3f ms per replay) leaves its logits and the next steps' "
+           "bitwise as without",
+           c->name, timed_ms);
+    free(t);
+    free(p);
+    free(t4);
+    free(p4);
+    pol_gpu_dec_free(timed);
+    pol_gpu_dec_free(plain);
+}
+
 /* Copies of one prompt in one batch; seeds; EOS; max_new; a full slot. */
 static void check_sampling_and_stops(seq_case *c, pol_gpu_dec *d)
 {
@@ -682,6 +754,7 @@ static void run_case(const char *name, const char *json, uint64_t seed)
         check_sampling_and_stops(&c, d);
         check_graphs(&c);
         check_pdl(&c);
+        check_graph_timing(&c);
         report(all_slots_free(d, SLOTS), "%s generation left every slot free", name);
         check_bad_input(&c, d, SLOTS, MAX_LEN, MAX_TOKENS);
     }
