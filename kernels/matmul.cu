@@ -587,8 +587,9 @@ static bool parts_fit(const kg_bf16 *X, const kg_matmul_part *parts, int n_parts
  * kg_rmsnorm_forward launch. Off by default since its first GPU run (H100, 2026-12-05): with it,
  * and programmatic dependent launch on, ctest_decode_gpu's decoder lost its bitwise equalities
  * (PDL = without, graphs = without for sampling: 14 of 107 checks). Reading X through L2
- * (sm_load_x) fixed that (all 107 pass, H100); it stays off until its speed is measured on the
- * H200, where the default's figures come from. Read once. */
+ * (sm_load_x) fixed that (all pass, H100), but it is slower: a batch-1 decode step's graph took
+ * ~70-80 us longer with it on both an H200 and an H100 (2026-12-05, README). So it stays off; a
+ * switch, for the next kernel that makes it pay. Read once. */
 static bool fused_norm_enabled(void)
 {
     static const bool enabled = [] {

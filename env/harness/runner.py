@@ -158,6 +158,9 @@ class Runner:
 
     def stage(self, msg, _fds):
         """Fresh input tensors (new storage every call) and the output regions."""
+        # the last call's inputs go first: KernelBench's largest are 6-7 GB, and two sets of
+        # them in one runner, beside the judge and the other runners, overfill an 80 GB card
+        self.inputs = []
         values = []
         for spec in msg["inputs"]:
             if spec["kind"] == "tensor":

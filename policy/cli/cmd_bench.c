@@ -617,16 +617,14 @@ static json_t *decode_json(const bench_args *a, const bench_report *r)
     for (int i = 0; arr && i < a->n_decode_batches; i++) {
         const decode_result *d = &r->decode[i];
         json_array_append_new(
-            arr,
-            json_pack("{s:i, s:I, s:I, s:b, s:b, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
-                      "batch",
-                      d->batch, "prompt", (json_int_t)a->prompt, "new", (json_int_t)a->new_tokens,
-                      "graphs", a->graphs, "pdl", !a->no_pdl, "graphs_replayed",
-                      (json_int_t)d->graphs_replayed, "graphs_refused",
-                      (json_int_t)d->graphs_refused, "prefill1_ms", d->prefill_ms, "full_ms",
-                      d->full_ms, "tokens_per_s", d->tokens_per_s, "prefill_tokens_per_s",
-                      d->prefill_tokens_per_s, "end_to_end_tokens_per_s", d->e2e_tokens_per_s,
-                      "step_ms", d->step_ms, "graph_step_ms", d->graph_step_ms));
+            arr, json_pack("{s:i, s:I, s:I, s:b, s:b, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
+                           "batch", d->batch, "prompt", (json_int_t)a->prompt, "new",
+                           (json_int_t)a->new_tokens, "graphs", a->graphs, "pdl", !a->no_pdl,
+                           "graphs_replayed", (json_int_t)d->graphs_replayed, "graphs_refused",
+                           (json_int_t)d->graphs_refused, "prefill1_ms", d->prefill_ms, "full_ms",
+                           d->full_ms, "tokens_per_s", d->tokens_per_s, "prefill_tokens_per_s",
+                           d->prefill_tokens_per_s, "end_to_end_tokens_per_s", d->e2e_tokens_per_s,
+                           "step_ms", d->step_ms, "graph_step_ms", d->graph_step_ms));
     }
     return arr;
 }

@@ -28,8 +28,8 @@ typedef struct dec_scratch {
      * [n] each, then the rows' token indices, packed n apart (dec_ints), so that one copy
      * uploads its plan; a step's graph holds the addresses of its n */
     int32_t *ints;
-    kg_bf16 *x, *xn;  /* [T, D] residual stream, normed */
-    float *rstd;      /* [T * max(H, KV)] norms' 1/rms (not kept) */
+    kg_bf16 *x, *xn;                          /* [T, D] residual stream, normed */
+    float *rstd;                              /* [T * max(H, KV)] norms' 1/rms (not kept) */
     kg_bf16 *q_raw, *k_raw, *q, *k, *v, *att; /* [T, qd|kvd] */
     float *lse;                               /* [H, T] */
     kg_bf16 *gate, *up, *act;                 /* [T, F] */
@@ -55,11 +55,11 @@ struct pol_gpu_dec {
     void *arena;
     dec_scratch s;
     /* host staging, pinned: an upload or read-back is one asynchronous copy */
-    int32_t *h_ints; /* [6 * max_tokens] as s.ints */
-    int32_t *h_out;  /* [2 * max rows] as s.drawn */
-    uint64_t *h_rng; /* [2 * max rows] as s.rng */
-    int last_step_n; /* tokens of the last append if it was a decode step, else 0 */
-    int32_t *row_slot;  /* [max_tokens] the slots of the last append's rows */
+    int32_t *h_ints;   /* [6 * max_tokens] as s.ints */
+    int32_t *h_out;    /* [2 * max rows] as s.drawn */
+    uint64_t *h_rng;   /* [2 * max rows] as s.rng */
+    int last_step_n;   /* tokens of the last append if it was a decode step, else 0 */
+    int32_t *row_slot; /* [max_tokens] the slots of the last append's rows */
     int n_rows;
     int *slot_count, *slot_seen; /* [n_slots] per-append counters */
     /* CUDA graphs of decode steps (pol_gpu_dec_set_graphs), one per token count n: [n_slots + 1] */
@@ -141,8 +141,7 @@ static int alloc_host(pol_gpu_dec *d, int max_rows)
     d->step_exec = calloc((size_t)d->n_slots + 1, sizeof *d->step_exec);
     d->step_state = calloc((size_t)d->n_slots + 1, sizeof *d->step_state);
     if (!d->len || !d->slot_count || !d->slot_seen || !d->h_ints || !d->h_out || !d->h_rng ||
-        !d->row_slot ||
-        !d->step_exec || !d->step_state)
+        !d->row_slot || !d->step_exec || !d->step_state)
         return -1;
     for (int i = 0; i < d->n_slots; i++)
         d->len[i] = -1;
@@ -308,7 +307,8 @@ static int plan_append(pol_gpu_dec *d, const int32_t *slots, const int32_t *ids,
     }
     int32_t *h_ids = dec_ints(d->h_ints, n, DEC_IDS), *h_slot = dec_ints(d->h_ints, n, DEC_SLOT),
             *h_pos = dec_ints(d->h_ints, n, DEC_POS), *h_ctx = dec_ints(d->h_ints, n, DEC_CTX),
-            *h_doc = dec_ints(d->h_ints, n, DEC_DOC), *h_row_tok = dec_ints(d->h_ints, n, DEC_ROW_TOK);
+            *h_doc = dec_ints(d->h_ints, n, DEC_DOC),
+            *h_row_tok = dec_ints(d->h_ints, n, DEC_ROW_TOK);
     p->n = n;
     p->fresh = true;
     for (int t = 0; t < n; t++) {
@@ -447,11 +447,10 @@ static int dec_head(pg_run *r, pol_gpu_dec *d, const append_plan *p)
 static int run_kernels(pg_run *r, pol_gpu_dec *d, const append_plan *p)
 {
     pol_gpu *g = d->g;
-    if (pg_ck(
-            r,
-            kg_embed_forward(d->s.x, pg_w(g, g->embed), dec_ints(d->s.ints, p->n, DEC_IDS), p->n,
-                             g->d.D, g->d.V, g->stream),
-            "embed_tokens"))
+    if (pg_ck(r,
+              kg_embed_forward(d->s.x, pg_w(g, g->embed), dec_ints(d->s.ints, p->n, DEC_IDS), p->n,
+                               g->d.D, g->d.V, g->stream),
+              "embed_tokens"))
         return -1;
     for (int l = 0; l < g->d.L; l++)
         if (dec_layer(r, d, l, p) != 0)

@@ -528,7 +528,8 @@ static void check_graph_timing(seq_case *c)
     /* the replayed step's own logits, then two steps after the timing */
     float *t = two_slot_steps(c, timed, 3, 3, 5, &timed_ms),
           *p = two_slot_steps(c, plain, 3, 0, 0, NULL);
-    float *t4 = two_slot_steps(c, timed, 5, 3, 7, &ms), *p4 = two_slot_steps(c, plain, 5, 0, 0, NULL);
+    float *t4 = two_slot_steps(c, timed, 5, 3, 7, &ms),
+          *p4 = two_slot_steps(c, plain, 5, 0, 0, NULL);
     size_t bytes = 2 * (size_t)c->V * sizeof(float);
     report(t && p && t4 && p4 && timed_ms > 0 && memcmp(t, p, bytes) == 0 &&
                memcmp(t4, p4, bytes) == 0 && pol_gpu_dec_graphs(timed).replayed > 0,

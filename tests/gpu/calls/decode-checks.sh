@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Issue 8 on the GPU machine: the decoder's checks with the default switches and with the fused
 # norm on (KGYM_MATMUL_FUSED_NORM=1), the model checks, then decode figures (kgym-policy-cuda
-# bench --skip-train) of the default and of the fused norm, default again (the spread), each
-# alone on the GPU. SIDE=1 adds the side-by-side with PyTorch (tests/bench/policy/run.sh).
+# bench --skip-train) of the default and of the fused norm, default again (the spread), and
+# after a short training load, each alone on the GPU, with the GPU's clocks logged every 200 ms
+# (clocks.csv, marks.txt). SIDE=1 adds the side-by-side with PyTorch (tests/bench/policy/run.sh).
 # Leftover time goes to baselines. Logs come back as $OUT/decode.tar.gz.
 cd "$(dirname "$0")/../../.." || exit 1
 . tests/gpu/calls/common.sh
@@ -26,17 +27,31 @@ check ctest_decode_gpu-default $K/ctest_decode_gpu
 check ctest_decode_gpu-fused1 env KGYM_MATMUL_FUSED_NORM=1 $K/ctest_decode_gpu
 check ctest_model_gpu-default $K/ctest_model_gpu
 check test_matmul-fused1 env KGYM_MATMUL_FUSED_NORM=1 $K/test_matmul
-bench() {  # bench NAME [VAR=VALUE...]: decode tokens/s at batch 1 and 64
-    local name=$1 t; shift
+# bench NAME [VAR=VALUE...] [-- BENCH_OPTIONS...]: decode tokens/s at batch 1 and 64; without
+# options, --skip-train (the decode alone)
+bench() {
+    local name=$1 t vars=() opts=(--skip-train); shift
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do vars+=("$1"); shift; done
+    [ $# -eq 0 ] || { shift; opts=("$@"); }
     t=$(budget 120)
     [ "$t" -gt 0 ] || { echo "$name: skipped (no time left)"; return; }
-    env LD_LIBRARY_PATH="$LIBS" "$@" timeout "$t" $P bench --skip-train --json "$L/$name.json" > "$L/$name.log" 2>&1
+    echo "$name: $(date +%T.%N | cut -c1-12)" >> "$L/marks.txt"  # to line up with clocks.csv
+    env LD_LIBRARY_PATH="$LIBS" "${vars[@]}" timeout "$t" $P bench "${opts[@]}" --json "$L/$name.json" > "$L/$name.log" 2>&1
     echo "$name: exit $?, tokens/s $(grep -h '"tokens_per_s"' "$L/$name.json" 2>/dev/null | tr -d ' ,' | cut -d: -f2 | paste -sd/)"
     save
 }
+# the GPU's clocks, power and temperature every 200 ms while the benches run: session 27's
+# decode-only runs took ~10% more GPU time per step than the same binary's decode after training
+nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,pstate \
+    --format=csv -lms 200 > "$L/clocks.csv" 2>&1 &
+CLOCKS=$!
 bench decode-default
 bench decode-fused1 KGYM_MATMUL_FUSED_NORM=1
 bench decode-default-again
+# decode right after a short training load (no PyTorch side): is the side-by-side run's faster
+# step the load before it?
+bench decode-after-train -- --train-batch 2 --seq 1024 --steps 4
+kill $CLOCKS 2>/dev/null
 if [ "${SIDE:-0}" = 1 ] && [ "$(budget 300)" -gt 0 ]; then
     printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$LIBS" "$P" > /tmp/kbin/policy-w
     chmod +x /tmp/kbin/policy-w

@@ -1,0 +1,91 @@
+"""The judge's memory for KernelBench's largest tasks (6-7 GB tensors on an 80 GB card): the
+shared memory holds the planned weights, outputs and inputs once, plus headroom for larger
+inputs capped at SHM_HEADROOM_MAX; a trusted baseline's outputs are compared in place, a
+candidate's copied first. On the CPU (host shared memory), with a reference of known sizes."""
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "env" / "harness"))  # judge.py imports its neighbours
+_spec = importlib.util.spec_from_file_location("kgym_judge_mem", REPO / "env" / "harness" / "judge.py")
+judge = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(judge)
+
+# inputs: x [64, 256] + y [64, 256] fp32 (2 x 65,536 bytes); weight [256, 256] fp32 (262,144
+# bytes); one output [64, 256] fp32 (65,536 bytes); every size a multiple of the 256-byte ALIGN.
+# GROW (an environment variable the module reads when get_inputs runs) makes later inputs larger.
+REFERENCE = '''
+import os
+import torch
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(256, 256, bias=False)
+
+    def forward(self, x, y):
+        return self.lin(x) + y[: x.shape[0]]
+
+def get_inputs():
+    rows = 64 + int(os.environ.get("KGYM_TEST_GROW_ROWS", "0"))
+    return [torch.randn(64, 256), torch.randn(rows, 256)]
+
+def get_init_inputs():
+    return []
+'''
+IN_BYTES, W_BYTES, OUT_BYTES = 2 * 64 * 256 * 4, 256 * 256 * 4, 64 * 256 * 4
+
+
+@pytest.fixture
+def new_judge(tmp_path):
+    ref = tmp_path / "model.py"
+    ref.write_text(REFERENCE)
+
+    def make():
+        return judge.Judge({"reference": str(ref), "seed": 5, "device": "cpu", "data_path": "host"})
+    return make
+
+
+def test_shared_memory_is_the_plan_once_plus_headroom_as_large_as_the_inputs(new_judge):
+    j = new_judge()
+    j.plan()
+    want = W_BYTES + OUT_BYTES + IN_BYTES + IN_BYTES + (1 << 20)  # headroom min(inputs, cap)
+    assert j.shm.nbytes == want
+    assert j.components["shm_bytes"] == want
+
+
+def test_the_headroom_is_capped(new_judge, monkeypatch):
+    monkeypatch.setattr(judge, "SHM_HEADROOM_MAX", 4096)
+    j = new_judge()
+    j.plan()
+    assert j.shm.nbytes == W_BYTES + OUT_BYTES + IN_BYTES + 4096 + (1 << 20)
+
+
+def test_inputs_larger_than_the_headroom_are_a_clear_infra_error(new_judge, monkeypatch):
+    monkeypatch.setattr(judge, "SHM_HEADROOM_MAX", 4096)
+    j = new_judge()
+    j.plan()
+    _, end = j.shm.layout(j.fresh_inputs(), j.out_end)
+    assert end <= j.shm.nbytes
+    # 4 more rows of y (4 KiB) fit the headroom; 1 MiB + 8 KiB more of y do not
+    monkeypatch.setenv("KGYM_TEST_GROW_ROWS", "4")
+    j.shm.layout(j.fresh_inputs(), j.out_end)
+    monkeypatch.setenv("KGYM_TEST_GROW_ROWS", str((1 << 20) // 1024 + 8))
+    with pytest.raises(judge.Infra, match="bytes of shared memory"):
+        j.shm.layout(j.fresh_inputs(), j.out_end)
+
+
+def test_outputs_are_copied_for_a_candidate_and_read_in_place_for_a_baseline(new_judge):
+    j = new_judge()
+    j.plan()
+    j.shm.write(j.out_specs[0], torch.full((64, 256), 3.0))
+    copied, in_place = j.read_outputs()[0], j.read_outputs(copy=False)[0]
+    assert torch.equal(copied, in_place)
+    # a runner writing after its reply changes what is read in place, never the copy
+    j.shm.write(j.out_specs[0], torch.full((64, 256), 4.0))
+    assert float(copied[0, 0]) == 3.0
+    assert float(in_place[0, 0]) == 4.0
