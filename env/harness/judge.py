@@ -173,11 +173,24 @@ class Channel:
             self.sock.recv(MSG_MAX)
         with contextlib.suppress(Exception):
             self.sock.close()
+        self._end(grace_s=5)
+
+    def _end(self, grace_s):
+        """Waits up to grace_s for the runner to exit (it leaves at once after its bye:
+        runner.quit_now), then kills whatever is left of its process group (torch.compile's
+        workers; the runner itself if it did not exit) and reaps it. The group is killed while
+        its leader is still an unreaped zombie, so its id cannot have gone to anyone else."""
+        pid, deadline = self.proc.pid, time.monotonic() + grace_s
         try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, 9)
+            while os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is None \
+                    and time.monotonic() < deadline:
+                time.sleep(0.005)
+        except ChildProcessError:  # reaped already: its group id is no longer ours to signal
             self.proc.wait()
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, 9)
+        self.proc.wait()
 
 
 # ---- shared memory ----------------------------------------------------------------------------
@@ -900,6 +913,7 @@ class Judge:
         finally:
             eager.close()
             comp.close()
+        self.mark("runners_closed")
         return base
 
     def time_eager(self, eager, base):

@@ -101,7 +101,7 @@ def test_measurement_waits_for_the_gpu_timing_lock(tmp_path, inductor_cache):
     # the runners were up before the wait, and the wait lasted as long as the test held the lock
     assert list(phases)[:3] == ["start", "runners_started", "gpu_wait"], phases
     assert phases["gpu_wait"] >= hold_s * 1000 * 0.9, phases
-    assert list(phases)[3:] == ["plan", "runners_ready", "eager", "compile"], phases
+    assert list(phases)[3:] == ["plan", "runners_ready", "eager", "compile", "runners_closed"], phases
     # each timing loop says where its wall time went, step by step, over how many calls
     for runner in ("eager", "compile"):
         loop = verdict["timing_loop_ms"][runner]

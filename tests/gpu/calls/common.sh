@@ -55,3 +55,19 @@ baselines_for() {
 print("baselines stored:", len(d["tasks"]), d.get("device_name"), d.get("torch_version"))' "$work/bl.json"
     tar -C "$work/out" -czf "$OUT/baselines-logs.tar.gz" --exclude ./cache --exclude ./state .
 }
+
+# Issue 5: KernelBench's three 6 GB-tensor tasks (kb/L1/24, 36, 38) alone, one at a time, with
+# their baselines measured inside each evaluation, for SECS seconds: do they fit this card?
+# Their results come back as $OUT/big3.tar.gz.
+big_three() {
+    local secs=$1 work=/tmp/big3
+    [ "$secs" -gt 60 ] || { echo "big three: too little time left ($secs s)"; return 0; }
+    mkdir -p "$work"
+    echo "big three: $secs s"
+    KGYM_BIN=carry/w KGYM_PREFETCH=0 KGYM_BUNDLED=0 KGYM_JOBS=1 \
+        KGYM_KB_ONLY=kb/L1/24,kb/L1/36,kb/L1/38 KGYM_DEADLINE_S=$((secs - 30)) \
+        KGYM_CACHE=/tmp/kgym-cache timeout -s TERM -k 5 "$secs" \
+        tests/gpu/kgym_bench_gpu.sh "$work" "$KB_JSONL"
+    echo "big three: exit $?"
+    tar -C "$work" -czf "$OUT/big3.tar.gz" --exclude ./cache --exclude ./state .
+}
