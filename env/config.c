@@ -134,8 +134,7 @@ static const config_key *find_key(const char *name)
     return NULL;
 }
 
-static int set_sources(server_config *cfg, const config_key *k, json_t *v, char *err,
-                       size_t errcap)
+static int set_sources(server_config *cfg, const config_key *k, json_t *v, char *err, size_t errcap)
 {
     if (!json_is_array(v)) {
         snprintf(err, errcap, "config key '%s' must be an array of paths", k->name);
@@ -143,7 +142,8 @@ static int set_sources(server_config *cfg, const config_key *k, json_t *v, char 
     }
     size_t i;
     json_t *p;
-    json_array_foreach(v, i, p) {
+    json_array_foreach(v, i, p)
+    {
         if (!json_is_string(p)) {
             snprintf(err, errcap, "config key '%s'[%zu] must be a string", k->name, i);
             return -1;
@@ -180,11 +180,20 @@ static int set_key(server_config *cfg, const config_key *k, json_t *v, char *err
         return -1;
     }
     switch (k->kind) {
-    case K_INT: *(int *)base = (int)json_integer_value(v); break;
-    case K_DOUBLE: *(double *)base = d; break;
-    case K_U64: *(unsigned long long *)base = (unsigned long long)json_integer_value(v); break;
-    case K_SIZE: *(size_t *)base = (size_t)json_integer_value(v); break;
-    default: break;
+    case K_INT:
+        *(int *)base = (int)json_integer_value(v);
+        break;
+    case K_DOUBLE:
+        *(double *)base = d;
+        break;
+    case K_U64:
+        *(unsigned long long *)base = (unsigned long long)json_integer_value(v);
+        break;
+    case K_SIZE:
+        *(size_t *)base = (size_t)json_integer_value(v);
+        break;
+    default:
+        break;
     }
     return 0;
 wrong_type:
@@ -207,7 +216,8 @@ int config_load_file(server_config *cfg, const char *path, char *err, size_t err
         snprintf(err, errcap, "%s: the config must be a JSON object", path);
         rc = -1;
     }
-    json_object_foreach(root, name, v) {
+    json_object_foreach(root, name, v)
+    {
         if (rc)
             break;
         if (name[0] == '_' || strcmp(name, "durability") == 0) /* "_comment" documents */

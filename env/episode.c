@@ -35,7 +35,7 @@ struct ep_table {
     atomic_long open; /* episodes holding a workspace */
     struct sandbox *sandbox;
     struct eval_server *eval;
-    uid_pool uids;        /* hands out the episodes' uids */
+    uid_pool uids; /* hands out the episodes' uids */
 };
 
 const char *ep_status_name(ep_status s)
@@ -296,9 +296,8 @@ int ep_record(episode *ep, json_t *record, api_error *e)
 
 /* ---- parameters -------------------------------------------------------------------------- */
 
-static const char *const OPTION_KEYS[] = {"max_steps", "max_wall_s", "idle_timeout_s",
-                                          "variant",   "reward_on",  "mode",
-                                          "reward"};
+static const char *const OPTION_KEYS[] = {"max_steps", "max_wall_s", "idle_timeout_s", "variant",
+                                          "reward_on", "mode",       "reward"};
 
 static int check_option(const char *key, const json_t *v, api_error *e)
 {

@@ -42,30 +42,30 @@ const char *ep_status_name(ep_status s);
 
 typedef struct episode {
     char id[EP_ID_LEN + 1];
-    char dir[600];          /* <state>/episodes/<id> */
-    char work_dir[640];     /* <dir>/work */
-    pthread_mutex_t lock;   /* guards every field below */
-    int refs;               /* guarded by the table lock */
-    bool in_table;          /* guarded by the table lock */
+    char dir[600];        /* <state>/episodes/<id> */
+    char work_dir[640];   /* <dir>/work */
+    pthread_mutex_t lock; /* guards every field below */
+    int refs;             /* guarded by the table lock */
+    bool in_table;        /* guarded by the table lock */
     ep_status status;
-    bool busy;              /* a step, reset or close is running */
-    const task *task;       /* NULL for an episode recovered after a restart */
+    bool busy;        /* a step, reset or close is running */
+    const task *task; /* NULL for an episode recovered after a restart */
     char task_id[256];
     uint64_t seed;
-    int step;               /* turns since the last reset */
+    int step; /* turns since the last reset */
     int max_steps;
     double max_wall_s, idle_timeout_s;
     double created_at, reset_at, last_active; /* unix seconds */
-    char variant[8];        /* "gpu" or "cpu": which model.py the task gave */
-    json_t *options;        /* as given at create/reset */
+    char variant[8];                          /* "gpu" or "cpu": which model.py the task gave */
+    json_t *options;                          /* as given at create/reset */
     json_t *tags;
-    int root_fd;            /* workspace root (O_PATH), -1 when freed */
+    int root_fd; /* workspace root (O_PATH), -1 when freed */
     tool_limits limits;
     job_table *jobs;
-    tool_usage_cache usage; /* the workspace's disk usage, between tool calls */
-    ws_owner owner;         /* the episode's own uid and gid, used when sandboxed */
-    struct sandbox *sandbox; /* where its Bash runs; NULL: unsandboxed (weak mode) */
-    ep_eval evs;            /* builds and evaluation snapshots (Compile, Verify, Profile) */
+    tool_usage_cache usage;   /* the workspace's disk usage, between tool calls */
+    ws_owner owner;           /* the episode's own uid and gid, used when sandboxed */
+    struct sandbox *sandbox;  /* where its Bash runs; NULL: unsandboxed (weak mode) */
+    ep_eval evs;              /* builds and evaluation snapshots (Compile, Verify, Profile) */
     struct eval_server *eval; /* where it evaluates; NULL: evaluation unavailable */
     trajectory *traj;
     idem_cache idem;
@@ -87,8 +87,8 @@ typedef struct ep_params {
     const char *task_id; /* NULL: the first task (create) or the same task (reset) */
     bool has_seed;
     uint64_t seed;
-    json_t *options;     /* borrowed; validated by ep_parse_params */
-    json_t *tags;        /* borrowed */
+    json_t *options; /* borrowed; validated by ep_parse_params */
+    json_t *tags;    /* borrowed */
 } ep_params;
 
 /* Parses {task_id?, seed?, options?, tags?} strictly (unknown keys and options are a 422). */

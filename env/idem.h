@@ -16,7 +16,7 @@ typedef struct idem_entry {
     char *key;
     uint64_t body_hash;
     int status;
-    char *response;      /* compact JSON of the body */
+    char *response; /* compact JSON of the body */
     int retry_after_s;
     char location[128];
 } idem_entry;
@@ -24,7 +24,7 @@ typedef struct idem_entry {
 typedef struct idem_cache {
     idem_entry *slots;
     size_t n_slots;
-    size_t next;         /* ring position of the oldest entry */
+    size_t next; /* ring position of the oldest entry */
 } idem_cache;
 
 typedef enum { IDEM_MISS, IDEM_HIT, IDEM_MISMATCH } idem_lookup_result;

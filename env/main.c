@@ -246,8 +246,8 @@ static int cmd_serve(int argc, char **argv)
     char err[1024];
     int rc = 0;
     /* First line, before the host checks and the recovery: a slow start shows where it is. */
-    server_log("info", "starting", json_pack("{s:i, s:s}", "pid", (int)getpid(), "state_dir",
-                                             srv.cfg.state_dir));
+    server_log("info", "starting",
+               json_pack("{s:i, s:s}", "pid", (int)getpid(), "state_dir", srv.cfg.state_dir));
     if (server_init(&srv, err, sizeof err) != 0 || server_run(&srv, err, sizeof err) != 0) {
         fprintf(stderr, "kgym-env: %s\n", err);
         rc = 1;

@@ -8,9 +8,9 @@
 #include "util/strbuf.h"
 
 /* Histogram buckets (seconds): 100 us .. 10 min, for in-process tools and long Bash alike. */
-static const double BUCKETS[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
-                                 0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10,
-                                 30,     60,      120,    300,   600};
+static const double BUCKETS[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+                                 0.025,  0.05,    0.1,    0.25,  0.5,    1,     2.5,
+                                 5,      10,      30,     60,    120,    300,   600};
 #define N_BUCKETS (sizeof BUCKETS / sizeof BUCKETS[0])
 
 typedef struct histogram {
@@ -190,8 +190,7 @@ static void render_hist(strbuf *sb, const char *name, const char *labels, const 
         else
             sb_printf(sb, "%s_bucket{%sle=\"+Inf\"} %llu\n", name, inner, cum);
     }
-    sb_printf(sb, "%s_sum%s %.6f\n%s_count%s %llu\n", name, labels, h->sum, name, labels,
-              h->total);
+    sb_printf(sb, "%s_sum%s %.6f\n%s_count%s %llu\n", name, labels, h->sum, name, labels, h->total);
 }
 
 char *metrics_render(metrics *m, const metrics_gauges *g, size_t *len)
@@ -217,8 +216,7 @@ char *metrics_render(metrics *m, const metrics_gauges *g, size_t *len)
               m->created);
     render_counter(&sb, "kgym_episodes_ended_total", "Episodes that left the active set.",
                    &m->ended);
-    render_counter(&sb, "kgym_http_requests_total", "HTTP requests by route and status.",
-                   &m->http);
+    render_counter(&sb, "kgym_http_requests_total", "HTTP requests by route and status.", &m->http);
     render_counter(&sb, "kgym_tool_calls_total", "Tool calls by tool.", &m->tool_calls);
     render_counter(&sb, "kgym_tool_errors_total", "Tool calls that failed, by error code.",
                    &m->tool_errors);

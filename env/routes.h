@@ -16,8 +16,7 @@ void route_info(server *srv, const api_request *req, api_response *resp);
 void route_tools(server *srv, const api_request *req, api_response *resp);
 void route_tasks(server *srv, const api_request *req, api_response *resp);
 void route_task(server *srv, const api_request *req, const char *id, api_response *resp);
-void route_task_baselines(server *srv, const api_request *req, const char *id,
-                          api_response *resp);
+void route_task_baselines(server *srv, const api_request *req, const char *id, api_response *resp);
 void route_metrics(server *srv, const api_request *req, api_response *resp);
 
 void route_episode_create(server *srv, const api_request *req, api_response *resp);

@@ -9,8 +9,7 @@
 #define BATCH_MAX_ITEMS 256
 
 /* Builds the sub-request of one item: method and path from op and episode_id. */
-static int item_route(const json_t *item, char *method, char *path, size_t cap,
-                      api_response *resp)
+static int item_route(const json_t *item, char *method, char *path, size_t cap, api_response *resp)
 {
     const char *op = json_string_value(json_object_get(item, "op"));
     const char *id = json_string_value(json_object_get(item, "episode_id"));
@@ -74,8 +73,7 @@ static json_t *run_item(server *srv, const api_request *outer, const json_t *ite
         json_t *query = json_object();
         if (json_is_true(json_object_get(item, "purge")))
             json_object_set_new(query, "purge", json_string("true"));
-        snprintf(rid, sizeof rid, "%s.%zu", outer->request_id ? outer->request_id : "batch",
-                 index);
+        snprintf(rid, sizeof rid, "%s.%zu", outer->request_id ? outer->request_id : "batch", index);
         api_request req = {
             .method = method,
             .path = path,

@@ -11,7 +11,7 @@ typedef struct action {
     const tool_def *tool;
     char tool_name[64];
     char call_id[128];
-    json_t *args;        /* owned; NULL when malformed */
+    json_t *args;           /* owned; NULL when malformed */
     const char *error_code; /* set when the call cannot run: UNKNOWN_TOOL, INVALID_TOOL_CALL */
     char error[256];
 } action;
@@ -34,8 +34,8 @@ static void take_args(action *a, const json_t *args)
         a->args = json_object();
     } else if (json_is_string(args)) {
         json_error_t jerr;
-        a->args = json_loadb(json_string_value(args), json_string_length(args), JSON_ALLOW_NUL,
-                             &jerr);
+        a->args =
+            json_loadb(json_string_value(args), json_string_length(args), JSON_ALLOW_NUL, &jerr);
         if (!a->args)
             action_invalid(a, "INVALID_TOOL_CALL", "the arguments are not valid JSON: %s",
                            jerr.text);
@@ -116,8 +116,8 @@ static json_t *run_action(server *srv, episode *ep, action *a, json_t **final)
         }
     }
     double ms = text_mono_ms() - t0;
-    const char *code = res.is_error ? json_string_value(json_object_get(res.data, "error_code"))
-                                    : NULL;
+    const char *code =
+        res.is_error ? json_string_value(json_object_get(res.data, "error_code")) : NULL;
     metrics_tool(srv->metrics, a->tool ? a->tool->name : "unknown", code, ms / 1000.0);
     json_t *obs = json_pack("{s:s, s:s, s:b, s:s, s:o, s:f}", "tool",
                             a->tool ? a->tool->name : a->tool_name, "call_id", a->call_id,
@@ -133,8 +133,8 @@ static json_t *action_record(const action *a, const json_t *raw)
     if (a->error_code)
         return json_pack("{s:s, s:s, s:O}", "tool", a->tool_name, "call_id", a->call_id, "raw",
                          raw);
-    return json_pack("{s:s, s:s, s:O}", "tool", a->tool ? a->tool->name : a->tool_name,
-                     "call_id", a->call_id, "args", a->args);
+    return json_pack("{s:s, s:s, s:O}", "tool", a->tool ? a->tool->name : a->tool_name, "call_id",
+                     a->call_id, "args", a->args);
 }
 
 /* Collects the turn's raw actions into an array; fills resp with a 400 if the body has none. */
@@ -209,7 +209,8 @@ void step_run(server *srv, episode *ep, const json_t *body, const char *shorthan
     json_t *final = NULL; /* the final evaluation, once Submit ran */
     size_t i;
     json_t *raw;
-    json_array_foreach(raws, i, raw) {
+    json_array_foreach(raws, i, raw)
+    {
         action a;
         parse_action(raw, &a);
         json_array_append_new(observations, run_action(srv, ep, &a, &final));
@@ -219,8 +220,8 @@ void step_run(server *srv, episode *ep, const json_t *body, const char *shorthan
     double exec_ms = text_mono_ms() - t0;
     ep->step++;
     bool terminated = final != NULL;
-    bool truncated = !terminated &&
-                     (ep->step >= ep->max_steps || ep_now() - ep->reset_at > ep->max_wall_s);
+    bool truncated =
+        !terminated && (ep->step >= ep->max_steps || ep_now() - ep->reset_at > ep->max_wall_s);
     if (truncated) /* the limit ends the episode: the workspace as it is gets the final eval */
         final = final_on_truncation(ep);
     /* Non-terminal turns pay nothing; an infra_error pays null (DESIGN.md §3.4). */
@@ -235,9 +236,8 @@ void step_run(server *srv, episode *ep, const json_t *body, const char *shorthan
         json_object_set(info, "eval_status", json_object_get(final, "eval_status"));
     }
     json_t *rec = json_pack("{s:s, s:i, s:O, s:O, s:O, s:b, s:b, s:O}", "type", "step", "step",
-                            ep->step, "actions", recorded, "observations", observations,
-                            "reward", reward, "terminated", terminated, "truncated", truncated,
-                            "info", info);
+                            ep->step, "actions", recorded, "observations", observations, "reward",
+                            reward, "terminated", terminated, "truncated", truncated, "info", info);
     api_error e = {0};
     int rc = ep_record(ep, rec, &e);
     json_decref(rec);
@@ -272,8 +272,8 @@ void step_run(server *srv, episode *ep, const json_t *body, const char *shorthan
     json_object_set_new(out, "truncated", json_boolean(truncated));
     json_object_set_new(out, "info", info);
     snprintf(resp->tool, sizeof resp->tool, "%s",
-             single ? json_string_value(json_object_get(json_object_get(out, "observation"),
-                                                        "tool"))
-                    : "multi");
+             single
+                 ? json_string_value(json_object_get(json_object_get(out, "observation"), "tool"))
+                 : "multi");
     api_json(resp, 200, out);
 }

@@ -67,7 +67,8 @@ trajectory *traj_open(const char *path, durability_mode durability, char *err, s
     int rc = recover_tail(fd, &lines);
     trajectory *t = rc == 0 ? calloc(1, sizeof *t) : NULL;
     if (!t) {
-        snprintf(err, errcap, "cannot recover trajectory %s: %s", path, strerror(rc ? -rc : ENOMEM));
+        snprintf(err, errcap, "cannot recover trajectory %s: %s", path,
+                 strerror(rc ? -rc : ENOMEM));
         close(fd);
         return NULL;
     }

@@ -18,7 +18,7 @@
 #define TEMPLATE_MAX_BYTES (16u << 20)
 
 typedef struct tpl_file {
-    char *rel;   /* path relative to the workspace root */
+    char *rel; /* path relative to the workspace root */
     char *bytes;
     size_t len;
     bool is_dir;
@@ -30,8 +30,8 @@ struct ws_template {
     size_t total;
 };
 
-static int tpl_add(ws_template *tpl, const char *rel, bool is_dir, const char *host_path,
-                   char *err, size_t errcap)
+static int tpl_add(ws_template *tpl, const char *rel, bool is_dir, const char *host_path, char *err,
+                   size_t errcap)
 {
     if (tpl->n >= TEMPLATE_MAX_FILES) {
         snprintf(err, errcap, "template has more than %d entries", TEMPLATE_MAX_FILES);

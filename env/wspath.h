@@ -2,7 +2,8 @@
  * inside an episode's workspace. Everything that touches workspace files goes through here.
  *
  * Rules (DESIGN.md §3.1, issue 2):
- *  - the workspace is shown to the agent as "/workspace"; "/workspace/x" and "x" name the same file;
+ *  - the workspace is shown to the agent as "/workspace"; "/workspace/x" and "x" name the same
+ * file;
  *  - any other absolute path, a ".." that climbs above the root, an empty path, an embedded NUL
  *    byte or invalid UTF-8 are refused;
  *  - symlinks are resolved by the kernel beneath the workspace root (openat2 RESOLVE_BENEATH):

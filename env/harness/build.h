@@ -24,19 +24,20 @@ struct objcache;
 
 /* What the machine builds with, probed once at server start. */
 typedef struct build_toolchain {
-    char python[PATH_MAX];        /* the interpreter whose torch the extension is built for */
-    char torch_version[64];       /* torch.__version__ */
-    char torch_include[2][PATH_MAX]; /* <torch>/include and <torch>/include/torch/csrc/api/include */
+    char python[PATH_MAX];  /* the interpreter whose torch the extension is built for */
+    char torch_version[64]; /* torch.__version__ */
+    char torch_include[2]
+                      [PATH_MAX]; /* <torch>/include and <torch>/include/torch/csrc/api/include */
     char torch_lib[PATH_MAX];     /* <torch>/lib */
     char python_include[PATH_MAX];
-    int cxx11_abi;                /* torch._C._GLIBCXX_USE_CXX11_ABI */
-    bool torch_cuda;              /* torch was built with CUDA (libc10_cuda.so present) */
-    char cxx[PATH_MAX];           /* g++ */
+    int cxx11_abi;      /* torch._C._GLIBCXX_USE_CXX11_ABI */
+    bool torch_cuda;    /* torch was built with CUDA (libc10_cuda.so present) */
+    char cxx[PATH_MAX]; /* g++ */
     char cxx_version[128];
-    char nvcc[PATH_MAX];          /* "" when there is no CUDA toolkit */
+    char nvcc[PATH_MAX]; /* "" when there is no CUDA toolkit */
     char nvcc_version[128];
     char cuda_home[PATH_MAX];
-    char cuda_arch[32];           /* e.g. "sm_90a": -gencode=arch=compute_90a,code=sm_90a */
+    char cuda_arch[32]; /* e.g. "sm_90a": -gencode=arch=compute_90a,code=sm_90a */
 } build_toolchain;
 
 /* Probes python (torch, its include and lib dirs, Python.h), g++ and, under cuda_home (may be
@@ -54,8 +55,8 @@ typedef struct build_request {
     const char *build_dir;    /* this episode's scratch dir, outside the workspace (created) */
     const char *cache_dir;    /* the shared object cache (created); only the server writes it */
     struct objcache *objects; /* its size cap (objcache.h); NULL: none */
-    struct sandbox *sbx;      /* compiles run in its "compile" profile; NULL/inactive: unsandboxed */
-    uid_t uid;                /* the episode's identity inside the sandbox */
+    struct sandbox *sbx; /* compiles run in its "compile" profile; NULL/inactive: unsandboxed */
+    uid_t uid;           /* the episode's identity inside the sandbox */
     gid_t gid;
     int timeout_ms;           /* for the whole build */
     int jobs;                 /* compiles run in parallel (>= 1) */
@@ -66,16 +67,16 @@ typedef struct build_request {
 
 typedef struct build_result {
     bool ok;
-    const char *error_code;  /* NULL when ok; "COMPILE_ERROR", "NO_SOURCES", "TIMEOUT",
-                                "INFRA_ERROR" otherwise; also "INVALID_SOURCE" (a source or
-                                header of kernels/ that is a symlink, not a regular file, too
-                                large, too many, or badly named) */
-    char *log;               /* compiler output, verbatim and capped (malloc'd, never NULL) */
-    json_t *sources;         /* [{file, cached, ok, ms}] in build order */
-    char so_path[PATH_MAX];  /* the linked module, <build_dir>/out/cuda_extension.so */
-    char key[65];            /* SHA-256 hex of the linked module's inputs */
-    double ms;               /* wall time of the whole build */
-    int compiled, cached;    /* objects compiled now, objects taken from the cache */
+    const char *error_code; /* NULL when ok; "COMPILE_ERROR", "NO_SOURCES", "TIMEOUT",
+                               "INFRA_ERROR" otherwise; also "INVALID_SOURCE" (a source or
+                               header of kernels/ that is a symlink, not a regular file, too
+                               large, too many, or badly named) */
+    char *log;              /* compiler output, verbatim and capped (malloc'd, never NULL) */
+    json_t *sources;        /* [{file, cached, ok, ms}] in build order */
+    char so_path[PATH_MAX]; /* the linked module, <build_dir>/out/cuda_extension.so */
+    char key[65];           /* SHA-256 hex of the linked module's inputs */
+    double ms;              /* wall time of the whole build */
+    int compiled, cached;   /* objects compiled now, objects taken from the cache */
 } build_result;
 
 /* Builds the workspace's extension: binding.cpp (trusted copy) + kernels/ *.cu|*.cpp (not

@@ -458,8 +458,8 @@ enum lease_kind { LEASE_EXCLUSIVE, LEASE_WARMUP, LEASE_MEASURE };
 
 /* Leases a GPU for a CUDA evaluation (none for the CPU). Returns the slot, -1 for none needed,
  * or -2 with *fail set when no lease came in time. */
-static int lease_for(eval_server *es, bool cpu, enum lease_kind kind, double *waited,
-                     char *visible, size_t cap, json_t **fail)
+static int lease_for(eval_server *es, bool cpu, enum lease_kind kind, double *waited, char *visible,
+                     size_t cap, json_t **fail)
 {
     *waited = 0;
     if (cpu)

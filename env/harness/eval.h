@@ -29,48 +29,48 @@ struct task;
 typedef enum eval_device { EVAL_DEVICE_NONE, EVAL_DEVICE_CPU, EVAL_DEVICE_CUDA } eval_device;
 
 typedef struct eval_server {
-    bool ready;                 /* the toolchain was probed: tools can compile and evaluate */
-    char unavailable[512];      /* why not, when !ready (said by the tools) */
-    bool configured;            /* a Python was given: the first Compile/Verify probes it */
-    bool probed;                /* the probe ran (ready says how it went) */
+    bool ready;            /* the toolchain was probed: tools can compile and evaluate */
+    char unavailable[512]; /* why not, when !ready (said by the tools) */
+    bool configured;       /* a Python was given: the first Compile/Verify probes it */
+    bool probed;           /* the probe ran (ready says how it went) */
     pthread_mutex_t probe_lock;
     char probe_python[PATH_MAX], probe_cuda_home[PATH_MAX], probe_arch[32];
     build_toolchain tc;
     char harness_dir[PATH_MAX]; /* judge.py, runner.py, scan.py */
     char template_dir[PATH_MAX];
-    char cache_dir[PATH_MAX];   /* objects, PCH, baselines */
-    objcache objects;           /* the object cache's size cap */
+    char cache_dir[PATH_MAX]; /* objects, PCH, baselines */
+    objcache objects;         /* the object cache's size cap */
     int compile_jobs;
     int compile_timeout_ms;
-    int eval_timeout_ms;        /* one Verify/Profile, compile excluded */
+    int eval_timeout_ms; /* one Verify/Profile, compile excluded */
     int lease_timeout_ms;
-    gpu_pool gpus;              /* empty: no GPU, CUDA episodes get infra_error */
-    struct sandbox *sbx;        /* the candidate profile runs here; NULL/inactive: weak mode */
+    gpu_pool gpus;                 /* empty: no GPU, CUDA episodes get infra_error */
+    struct sandbox *sbx;           /* the candidate profile runs here; NULL/inactive: weak mode */
     pthread_mutex_t baseline_lock; /* one baseline measurement per key at a time */
 } eval_server;
 
 /* Per episode: guarded by the episode's busy flag (one step at a time). */
 typedef struct ep_eval {
-    char build_dir[PATH_MAX];   /* <episode>/build */
-    char eval_dir[PATH_MAX];    /* <episode>/eval: snapshots and verdicts */
-    char so_path[PATH_MAX];     /* the last successful build, "" none */
+    char build_dir[PATH_MAX]; /* <episode>/build */
+    char eval_dir[PATH_MAX];  /* <episode>/eval: snapshots and verdicts */
+    char so_path[PATH_MAX];   /* the last successful build, "" none */
     char build_key[65];
-    json_t *best;               /* components of the best correct Profile (reward_on best) */
-    int n_evals;                /* numbers the snapshots */
+    json_t *best; /* components of the best correct Profile (reward_on best) */
+    int n_evals;  /* numbers the snapshots */
 } ep_eval;
 
 /* The server's evaluation settings (from the command line / config). */
 typedef struct eval_config {
-    char python[PATH_MAX];      /* a Python with torch ("" = evaluation unavailable) */
+    char python[PATH_MAX]; /* a Python with torch ("" = evaluation unavailable) */
     char template_dir[PATH_MAX];
     char harness_dir[PATH_MAX];
     char cache_dir[PATH_MAX];
-    char cuda_home[PATH_MAX];   /* "" = none */
-    char cuda_arch[32];         /* "" = probed from GPU 0 */
-    char gpus[128];             /* "all" (default), "none", or ordinals "0,2" */
-    char dev_dir[64];           /* where the GPU nodes are ("/dev"; tests use fake ones) */
+    char cuda_home[PATH_MAX]; /* "" = none */
+    char cuda_arch[32];       /* "" = probed from GPU 0 */
+    char gpus[128];           /* "all" (default), "none", or ordinals "0,2" */
+    char dev_dir[64];         /* where the GPU nodes are ("/dev"; tests use fake ones) */
     int compile_jobs, compile_timeout_ms, eval_timeout_ms, lease_timeout_ms;
-    uint64_t cache_max_bytes;   /* cap on the object cache (0 = none) */
+    uint64_t cache_max_bytes; /* cap on the object cache (0 = none) */
 } eval_config;
 
 /* Probes the toolchain and the GPUs. A machine without torch still serves (the tools then say

@@ -178,8 +178,8 @@ void gpu_lease_release(gpu_pool *p, int slot)
     pthread_mutex_unlock(&p->lock);
 }
 
-int gpu_lease_acquire_shared(gpu_pool *p, enum gpu_share_class cls, int max_per_gpu,
-                             int timeout_ms, double *waited_ms)
+int gpu_lease_acquire_shared(gpu_pool *p, enum gpu_share_class cls, int max_per_gpu, int timeout_ms,
+                             double *waited_ms)
 {
     double t0 = text_mono_ms();
     *waited_ms = 0;

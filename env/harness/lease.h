@@ -16,13 +16,13 @@
 #define GPU_POOL_MAX_WAITERS 4096 /* queued jobs that gave up, remembered until their turn */
 
 typedef struct gpu_pool {
-    int n;                       /* GPUs in the pool (0: none) */
-    int index[GPU_POOL_MAX];     /* CUDA ordinal of each */
-    char node[GPU_POOL_MAX][64]; /* its device node, e.g. /dev/nvidia3 */
-    bool busy[GPU_POOL_MAX];     /* held exclusively */
-    int shared[GPU_POOL_MAX];    /* shared holders */
+    int n;                          /* GPUs in the pool (0: none) */
+    int index[GPU_POOL_MAX];        /* CUDA ordinal of each */
+    char node[GPU_POOL_MAX][64];    /* its device node, e.g. /dev/nvidia3 */
+    bool busy[GPU_POOL_MAX];        /* held exclusively */
+    int shared[GPU_POOL_MAX];       /* shared holders */
     int shared_class[GPU_POOL_MAX]; /* their class, while shared[i] > 0 */
-    int exclusive_waiting;       /* exclusive requests queued: shared ones wait behind them */
+    int exclusive_waiting;          /* exclusive requests queued: shared ones wait behind them */
     unsigned long next_ticket, serving; /* FIFO order of waiters */
     unsigned long abandoned[GPU_POOL_MAX_WAITERS];
     int n_abandoned;
@@ -46,8 +46,8 @@ enum gpu_share_class { GPU_SHARE_WARMUP, GPU_SHARE_MEASURE };
 /* A shared lease: a GPU that no one holds exclusively, whose shared holders (if any) are of
  * class cls, and that has fewer than max_per_gpu of them (the least shared one), once no
  * exclusive request is queued. Returns the slot, or -1 on timeout or an empty pool. */
-int gpu_lease_acquire_shared(gpu_pool *p, enum gpu_share_class cls, int max_per_gpu,
-                             int timeout_ms, double *waited_ms);
+int gpu_lease_acquire_shared(gpu_pool *p, enum gpu_share_class cls, int max_per_gpu, int timeout_ms,
+                             double *waited_ms);
 void gpu_lease_release_shared(gpu_pool *p, int slot);
 
 #endif

@@ -12,8 +12,9 @@
 
 #include "util/text.h"
 
-#define TEMP_MAX_AGE_S 3600 /* a store in progress takes seconds; older ones were left by a crash  \
-                             */
+#define TEMP_MAX_AGE_S                                                                             \
+    3600 /* a store in progress takes seconds; older ones were left by a crash                     \
+          */
 
 int objcache_init(objcache *c, const char *cache_dir, uint64_t max_bytes)
 {

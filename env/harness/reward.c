@@ -66,7 +66,8 @@ double reward_apply(json_t *comp, reward_mode mode)
         json_array_append_new(used, json_string("compile"));
     json_object_set_new(comp, "baselines_used", used);
     json_object_set_new(comp, "speedup_eager", tc > 0 && te > 0 ? json_real(te / tc) : json_null());
-    json_object_set_new(comp, "speedup_compile", tc > 0 && tk > 0 ? json_real(tk / tc) : json_null());
+    json_object_set_new(comp, "speedup_compile",
+                        tc > 0 && tk > 0 ? json_real(tk / tc) : json_null());
     bool be = correct && reward_beats(tc, te), bk = correct && reward_beats(tc, tk);
     json_object_set_new(comp, "beats_eager", json_boolean(be));
     json_object_set_new(comp, "beats_compile", json_boolean(bk));

@@ -38,10 +38,10 @@ typedef enum sbx_mount_kind {
 typedef struct sbx_mount {
     sbx_mount_kind kind;
     char dest[SBX_PATH_MAX];
-    char src[SBX_PATH_MAX];  /* bind source or symlink target; "" = same as dest */
-    uint64_t size;           /* tmpfs */
-    unsigned mode;           /* tmpfs, dir */
-    bool optional;           /* "?" prefix: skipped when the source does not exist */
+    char src[SBX_PATH_MAX]; /* bind source or symlink target; "" = same as dest */
+    uint64_t size;          /* tmpfs */
+    unsigned mode;          /* tmpfs, dir */
+    bool optional;          /* "?" prefix: skipped when the source does not exist */
 } sbx_mount;
 
 typedef enum sbx_action {
@@ -55,14 +55,14 @@ typedef enum sbx_cmp { SBX_CMP_EQ, SBX_CMP_NE, SBX_CMP_MASKED_EQ, SBX_CMP_ANY_BI
 typedef struct sbx_guard {
     int syscall_nr;
     char syscall[32];
-    unsigned arg;           /* 0..5 */
+    unsigned arg; /* 0..5 */
     sbx_cmp cmp;
     uint64_t mask, value;
     int errno_value;
 } sbx_guard;
 
 typedef struct sbx_syscall_rule {
-    int nr;                 /* native number (libseccomp's resolution) */
+    int nr; /* native number (libseccomp's resolution) */
     char name[32];
     sbx_action action;
     int errno_value;
@@ -81,7 +81,8 @@ typedef struct sbx_profile {
     /* [mount] */
     sbx_mount mounts[SBX_MAX_MOUNTS];
     int n_mounts;
-    char proc_masked[16][SBX_PATH_MAX]; /* [proc] mask= : bind /dev/null (files) or empty tmpfs (dirs) */
+    char proc_masked[16][SBX_PATH_MAX]; /* [proc] mask= : bind /dev/null (files) or empty tmpfs
+                                           (dirs) */
     int n_proc_masked;
     char proc_readonly[16][SBX_PATH_MAX]; /* [proc] ro= */
     int n_proc_readonly;
@@ -102,19 +103,18 @@ typedef struct sbx_profile {
     char env[SBX_MAX_ENV][256];
     int n_env;
     /* [seccomp] */
-    int default_errno;        /* for syscalls not listed (ENOSYS) */
+    int default_errno; /* for syscalls not listed (ENOSYS) */
     sbx_syscall_rule rules[SBX_MAX_SYSCALLS];
     int n_rules;
     sbx_guard guards[SBX_MAX_GUARDS];
     int n_guards;
-    int socket_families[16];  /* allowed socket()/socketpair() families; others (every family,
-                               * when the list is empty) get EAFNOSUPPORT */
+    int socket_families[16]; /* allowed socket()/socketpair() families; others (every family,
+                              * when the list is empty) get EAFNOSUPPORT */
     int n_socket_families;
 } sbx_profile;
 
 /* Loads sandbox_profiles/<name>.sbx (and what it includes) from dir. Later sections override or
  * extend earlier ones as the format says. Returns 0, or -1 with "file:line: message" in err. */
-int sbx_profile_load(const char *dir, const char *name, sbx_profile *out, char *err,
-                     size_t errcap);
+int sbx_profile_load(const char *dir, const char *name, sbx_profile *out, char *err, size_t errcap);
 
 #endif

@@ -198,8 +198,7 @@ static uint64_t host_pid_max(void)
     return v ? v : 32768;
 }
 
-int sandbox_set_totals(sandbox *s, uint64_t memory_bytes, uint64_t pids, char *err,
-                       size_t errcap)
+int sandbox_set_totals(sandbox *s, uint64_t memory_bytes, uint64_t pids, char *err, size_t errcap)
 {
     if (!s->active)
         return 0;
@@ -223,14 +222,13 @@ json_t *sandbox_status_json(const sandbox *s)
     json_t *j = sbx_host_report_json(&s->report);
     json_object_set_new(j, "active", json_boolean(s->active));
     if (s->active)
-        json_object_set_new(j, "totals",
-                            json_pack("{s:o, s:o}", "memory_bytes",
-                                      s->total_memory_bytes
-                                          ? json_integer((json_int_t)s->total_memory_bytes)
-                                          : json_null(),
-                                      "pids",
-                                      s->total_pids ? json_integer((json_int_t)s->total_pids)
-                                                    : json_null()));
+        json_object_set_new(
+            j, "totals",
+            json_pack("{s:o, s:o}", "memory_bytes",
+                      s->total_memory_bytes ? json_integer((json_int_t)s->total_memory_bytes)
+                                            : json_null(),
+                      "pids",
+                      s->total_pids ? json_integer((json_int_t)s->total_pids) : json_null()));
     if (!s->active)
         json_object_set_new(j, "weak_reason", json_string(s->weak_reason));
     return j;
@@ -337,8 +335,7 @@ static sbx_end classify(const sandbox_result *res, bool setup_failed)
 /* A command's cgroup name: the episode's uid and a sequence number. Never the episode id: the
  * names are visible host-wide (/proc/<pid>/cgroup, cgroupfs), and the id is the API's only
  * credential (red team: read through the candidate's /sys). */
-static void cgroup_name(sandbox *s, const sandbox_cmd *cmd, const char *kind, char *out,
-                        size_t cap)
+static void cgroup_name(sandbox *s, const sandbox_cmd *cmd, const char *kind, char *out, size_t cap)
 {
     snprintf(out, cap, "u%u-%s%lu", (unsigned)cmd->uid, kind,
              (unsigned long)atomic_fetch_add(&s->seq, 1));

@@ -31,11 +31,11 @@ typedef struct sandbox {
     sbx_profile candidate; /* the candidate runner of Verify/Profile (may see one GPU) */
     sbx_cg_host cg;
     sbx_host_report report;
-    atomic_ulong seq;                      /* names command cgroups */
-    char weak_reason[512];                 /* why the sandbox is off, in weak mode */
-    char cuda_home[SBX_PATH_MAX];          /* ${CUDA_HOME} of the profiles, "" when absent */
-    char python_prefix[SBX_PATH_MAX];      /* the Python environment shown to commands, or "" */
-    char python_base_prefix[SBX_PATH_MAX]; /* its interpreter's installation */
+    atomic_ulong seq;                        /* names command cgroups */
+    char weak_reason[512];                   /* why the sandbox is off, in weak mode */
+    char cuda_home[SBX_PATH_MAX];            /* ${CUDA_HOME} of the profiles, "" when absent */
+    char python_prefix[SBX_PATH_MAX];        /* the Python environment shown to commands, or "" */
+    char python_base_prefix[SBX_PATH_MAX];   /* its interpreter's installation */
     uint64_t total_memory_bytes, total_pids; /* all commands together (0: not capped) */
 } sandbox;
 
@@ -51,8 +51,7 @@ void sandbox_deinit(sandbox *s);
  * half of kernel.pid_max), so that the per-command limits, each meant for one command, cannot
  * add up past the host (red team: five 16 GiB jobs of one episode on a 23 GiB host; 4,090
  * threads of one episode). Nothing to do in weak mode. Returns 0 or -1 (err filled). */
-int sandbox_set_totals(sandbox *s, uint64_t memory_bytes, uint64_t pids, char *err,
-                       size_t errcap);
+int sandbox_set_totals(sandbox *s, uint64_t memory_bytes, uint64_t pids, char *err, size_t errcap);
 /* {"active", "weak_reason"?, "protections": [...], "all_required_ok"} for /v1/health. */
 json_t *sandbox_status_json(const sandbox *s);
 

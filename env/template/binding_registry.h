@@ -14,7 +14,8 @@
 
 #include <pybind11/pybind11.h>
 
-namespace kgym {
+namespace kgym
+{
 
 using BindingFn = std::function<void(pybind11::module_ &)>;
 
@@ -48,6 +49,6 @@ inline void apply_bindings(pybind11::module_ &m)
 
 } // namespace kgym
 
-#define REGISTER_BINDING(name, fn)                                                               \
-    static ::kgym::BindingRegistrar kgym_registrar_##name(#name,                                 \
+#define REGISTER_BINDING(name, fn)                                                                 \
+    static ::kgym::BindingRegistrar kgym_registrar_##name(#name,                                   \
                                                           [](pybind11::module_ &m) { fn(m); })

@@ -114,7 +114,8 @@ static int expand_load_inline(const tool_env *env, char *msg, size_t cap)
     }
     spawn_result r;
     int rc = run_inline(env, dir, &r);
-    json_t *doc = rc == 0 && r.exit_code == 0 && r.out.data ? json_loads(r.out.data, 0, NULL) : NULL;
+    json_t *doc =
+        rc == 0 && r.exit_code == 0 && r.out.data ? json_loads(r.out.data, 0, NULL) : NULL;
     spawn_result_deinit(&r);
     ws_remove_tree(dir);
     const json_t *files = json_object_get(doc, "files");
@@ -127,7 +128,8 @@ static int expand_load_inline(const tool_env *env, char *msg, size_t cap)
     const char *rel;
     json_t *text;
     int status = 0;
-    json_object_foreach((json_t *)files, rel, text) {
+    json_object_foreach((json_t *)files, rel, text)
+    {
         json_t *wargs = json_pack("{s:s, s:O}", "file_path", rel, "content", text);
         tool_result w = {0};
         tool_invoke(&tool_def_write, env, wargs, &w);

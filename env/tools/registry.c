@@ -4,9 +4,9 @@
 #include <strings.h>
 
 static const tool_def *const TOOLS[] = {
-    &tool_def_bash,  &tool_def_bashoutput, &tool_def_killbash, &tool_def_read, &tool_def_write,
-    &tool_def_edit,  &tool_def_multiedit,  &tool_def_glob,     &tool_def_grep,
-    &tool_def_compile, &tool_def_verify,   &tool_def_profile,  &tool_def_submit,
+    &tool_def_bash,   &tool_def_bashoutput, &tool_def_killbash, &tool_def_read, &tool_def_write,
+    &tool_def_edit,   &tool_def_multiedit,  &tool_def_glob,     &tool_def_grep, &tool_def_compile,
+    &tool_def_verify, &tool_def_profile,    &tool_def_submit,
 };
 
 size_t tool_count(void)

@@ -85,14 +85,21 @@ static bool type_matches(const char *type, const json_t *v)
 static const char *json_type_name(const json_t *v)
 {
     switch (json_typeof(v)) {
-    case JSON_OBJECT: return "object";
-    case JSON_ARRAY: return "array";
-    case JSON_STRING: return "string";
-    case JSON_INTEGER: return "integer";
-    case JSON_REAL: return "number";
+    case JSON_OBJECT:
+        return "object";
+    case JSON_ARRAY:
+        return "array";
+    case JSON_STRING:
+        return "string";
+    case JSON_INTEGER:
+        return "integer";
+    case JSON_REAL:
+        return "number";
     case JSON_TRUE:
-    case JSON_FALSE: return "boolean";
-    default: return "null";
+    case JSON_FALSE:
+        return "boolean";
+    default:
+        return "null";
     }
 }
 
@@ -106,7 +113,8 @@ static int check_object(const json_t *schema, const json_t *v, const char *where
     const json_t *req = json_object_get(schema, "required");
     size_t i;
     const json_t *name;
-    json_array_foreach(req, i, name) {
+    json_array_foreach(req, i, name)
+    {
         if (!json_object_get(v, json_string_value(name))) {
             snprintf(err, cap, "missing required argument '%s%s'", where, json_string_value(name));
             return -1;
@@ -116,7 +124,8 @@ static int check_object(const json_t *schema, const json_t *v, const char *where
     json_t *val;
     bool closed = json_is_false(json_object_get(schema, "additionalProperties"));
     char sub[256];
-    json_object_foreach((json_t *)v, key, val) {
+    json_object_foreach((json_t *)v, key, val)
+    {
         const json_t *ps = props ? json_object_get(props, key) : NULL;
         if (!ps) {
             if (closed) {
@@ -132,8 +141,7 @@ static int check_object(const json_t *schema, const json_t *v, const char *where
     return 0;
 }
 
-static int check_at(const json_t *schema, const json_t *v, const char *where, char *err,
-                    size_t cap)
+static int check_at(const json_t *schema, const json_t *v, const char *where, char *err, size_t cap)
 {
     const char *type = json_string_value(json_object_get(schema, "type"));
     if (type && !type_matches(type, v)) {
@@ -179,7 +187,8 @@ static int check_at(const json_t *schema, const json_t *v, const char *where, ch
         size_t i;
         const json_t *it;
         char sub[256];
-        json_array_foreach(v, i, it) {
+        json_array_foreach(v, i, it)
+        {
             snprintf(sub, sizeof sub, "%s[%zu]", where, i);
             if (items && check_at(items, it, sub, err, cap) != 0)
                 return -1;
@@ -237,8 +246,8 @@ void tool_invoke(const tool_def *tool, const tool_env *env, const json_t *args, 
     }
     int bad = tool_schema_check(schema, args, err, sizeof err);
     if (bad) {
-        tool_fail(res, "INVALID_TOOL_CALL", json_pack("{s:s}", "detail", err), "%s: %s",
-                  tool->name, err);
+        tool_fail(res, "INVALID_TOOL_CALL", json_pack("{s:s}", "detail", err), "%s: %s", tool->name,
+                  err);
         return;
     }
     tool->run(env, args, res);

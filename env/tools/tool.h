@@ -19,16 +19,16 @@ struct task;
 
 /* Per-episode limits, set from the server config and the episode's options. */
 typedef struct tool_limits {
-    uint64_t disk_quota_bytes;  /* all files of the workspace together */
-    uint64_t max_file_bytes;    /* one file (Write/Edit result, upload, Bash RLIMIT_FSIZE) */
-    size_t max_output_chars;    /* cap on observation content; head and tail kept */
-    int bash_timeout_ms;        /* default Bash timeout */
-    int bash_timeout_max_ms;    /* largest timeout an agent may ask for */
-    int bash_kill_grace_ms;     /* SIGTERM -> SIGKILL delay for the process group */
-    uint64_t bash_mem_bytes;    /* RLIMIT_AS of Bash processes (0 = unlimited) */
-    int bash_cpu_s;             /* RLIMIT_CPU (0 = unlimited) */
-    int bash_nproc;             /* RLIMIT_NPROC (0 = unlimited) */
-    int max_background_jobs;    /* per episode */
+    uint64_t disk_quota_bytes; /* all files of the workspace together */
+    uint64_t max_file_bytes;   /* one file (Write/Edit result, upload, Bash RLIMIT_FSIZE) */
+    size_t max_output_chars;   /* cap on observation content; head and tail kept */
+    int bash_timeout_ms;       /* default Bash timeout */
+    int bash_timeout_max_ms;   /* largest timeout an agent may ask for */
+    int bash_kill_grace_ms;    /* SIGTERM -> SIGKILL delay for the process group */
+    uint64_t bash_mem_bytes;   /* RLIMIT_AS of Bash processes (0 = unlimited) */
+    int bash_cpu_s;            /* RLIMIT_CPU (0 = unlimited) */
+    int bash_nproc;            /* RLIMIT_NPROC (0 = unlimited) */
+    int max_background_jobs;   /* per episode */
 } tool_limits;
 
 /* A workspace's disk usage remembered between tool calls, so a Write need not walk the tree.
@@ -40,39 +40,39 @@ typedef struct tool_usage_cache {
 
 /* What a tool may touch: one episode's workspace, nothing else. */
 typedef struct tool_env {
-    int root_fd;                /* O_DIRECTORY|O_PATH fd of the workspace root */
-    const char *root_path;      /* host path of the workspace root (cwd of Bash) */
-    const char *episode_dir;    /* host path of the episode's private dir (job logs), outside root */
+    int root_fd;             /* O_DIRECTORY|O_PATH fd of the workspace root */
+    const char *root_path;   /* host path of the workspace root (cwd of Bash) */
+    const char *episode_dir; /* host path of the episode's private dir (job logs), outside root */
     const tool_limits *limits;
-    struct job_table *jobs;     /* this episode's background jobs */
-    tool_usage_cache *usage;    /* this episode's usage cache, or NULL (always walk) */
+    struct job_table *jobs;       /* this episode's background jobs */
+    tool_usage_cache *usage;      /* this episode's usage cache, or NULL (always walk) */
     const struct ws_owner *owner; /* who owns files the tools create; NULL: the server */
-    struct sandbox *sandbox;    /* runs Bash; NULL or inactive: unsandboxed (weak mode) */
+    struct sandbox *sandbox;      /* runs Bash; NULL or inactive: unsandboxed (weak mode) */
     /* Compile, Verify, Profile, Submit */
-    struct eval_server *eval;   /* NULL: evaluation unavailable on this server */
-    struct ep_eval *evs;        /* this episode's builds and snapshots */
-    const struct task *task;    /* the episode's task (the reference comes from here) */
-    bool cpu_variant;           /* the episode runs the task's CPU variant, evaluated on CPU */
-    const char *episode_id;     /* names cgroups and logs */
-    uint64_t eval_seed;         /* a fresh server-chosen seed for this call */
-    const char *reward_mode;    /* "milestone" (default), "speedup", "log_speedup" */
-    const char *reward_on;      /* "final" (default) or "best" */
+    struct eval_server *eval; /* NULL: evaluation unavailable on this server */
+    struct ep_eval *evs;      /* this episode's builds and snapshots */
+    const struct task *task;  /* the episode's task (the reference comes from here) */
+    bool cpu_variant;         /* the episode runs the task's CPU variant, evaluated on CPU */
+    const char *episode_id;   /* names cgroups and logs */
+    uint64_t eval_seed;       /* a fresh server-chosen seed for this call */
+    const char *reward_mode;  /* "milestone" (default), "speedup", "log_speedup" */
+    const char *reward_on;    /* "final" (default) or "best" */
 } tool_env;
 
 typedef struct tool_result {
     bool is_error;
-    char *content;              /* malloc'd UTF-8 text the LLM sees (never NULL once run) */
-    json_t *data;               /* owned JSON object; "error_code" set when is_error */
-    bool terminal;              /* Submit: the episode ends with this call */
-    json_t *final_eval;         /* Submit: the final evaluation's components (owned), or NULL */
+    char *content;      /* malloc'd UTF-8 text the LLM sees (never NULL once run) */
+    json_t *data;       /* owned JSON object; "error_code" set when is_error */
+    bool terminal;      /* Submit: the episode ends with this call */
+    json_t *final_eval; /* Submit: the final evaluation's components (owned), or NULL */
 } tool_result;
 
 typedef void (*tool_run_fn)(const tool_env *env, const json_t *args, tool_result *res);
 
 typedef struct tool_def {
-    const char *name;           /* canonical name, e.g. "Read" */
-    const char *description;    /* for the LLM's tool list */
-    const char *schema;         /* JSON Schema (a JSON text) of the arguments object */
+    const char *name;        /* canonical name, e.g. "Read" */
+    const char *description; /* for the LLM's tool list */
+    const char *schema;      /* JSON Schema (a JSON text) of the arguments object */
     tool_run_fn run;
 } tool_def;
 

@@ -11,7 +11,10 @@ typedef struct strbuf {
     size_t cap;
 } strbuf;
 
-#define STRBUF_INIT {NULL, 0, 0}
+#define STRBUF_INIT                                                                                \
+    {                                                                                              \
+        NULL, 0, 0                                                                                 \
+    }
 
 /* All return 0, or -1 when memory ran out (the buffer is left as it was). */
 int sb_append(strbuf *sb, const void *bytes, size_t n);

@@ -246,7 +246,8 @@ static void test_lease_shared_limits_and_exclusion(void **state)
     int s3 = gpu_lease_acquire_shared(&p, GPU_SHARE_WARMUP, 2, 1000, &waited);
     int s4 = gpu_lease_acquire_shared(&p, GPU_SHARE_WARMUP, 2, 1000, &waited);
     assert_true(s3 >= 0 && s4 >= 0 && s3 != s4);
-    assert_int_equal(gpu_lease_acquire_shared(&p, GPU_SHARE_WARMUP, 2, 30, &waited), -1); /* both at the limit */
+    assert_int_equal(gpu_lease_acquire_shared(&p, GPU_SHARE_WARMUP, 2, 30, &waited),
+                     -1); /* both at the limit */
     /* an exclusive lease needs a GPU with no shared holder */
     assert_int_equal(gpu_lease_acquire(&p, 30, &waited), -1);
     gpu_lease_release_shared(&p, s1);

@@ -75,7 +75,9 @@ static void test_bash_forgets_the_cache(void **state)
     tool_result r = write_bytes(fx, "a.txt", 100);
     tool_result_deinit(&r);
     assert_true(fx->env.usage->known);
-    r = fx_call(fx, &tool_def_bash, json_pack("{s:s}", "command", "head -c 4500 /dev/zero > y; head -c 4500 /dev/zero > z"));
+    r = fx_call(
+        fx, &tool_def_bash,
+        json_pack("{s:s}", "command", "head -c 4500 /dev/zero > y; head -c 4500 /dev/zero > z"));
     assert_false(r.is_error);
     tool_result_deinit(&r);
     r = write_bytes(fx, "c.txt", 1000);

@@ -185,7 +185,7 @@ static void test_mkdirs_creates_parents(void **state)
     struct stat st;
     assert_int_equal(stat(fx_path(fx, "a/b/c", path, sizeof path), &st), 0);
     assert_true(S_ISDIR(st.st_mode));
-    assert_false(fx_exists(fx, "a/b/c/file.txt"));                         /* only the parents */
+    assert_false(fx_exists(fx, "a/b/c/file.txt")); /* only the parents */
     assert_int_equal(ws_mkdirs_for(fx->root_fd, "a/b/c/file.txt", NULL), WS_OK); /* idempotent */
     assert_int_equal(ws_mkdirs_for(fx->root_fd, "top.txt", NULL), WS_OK);
 }

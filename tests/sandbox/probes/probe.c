@@ -63,11 +63,11 @@ static void verdict(const char *name, long rc, int e, const char *detail)
     fflush(stdout);
 }
 
-#define CALL(name, expr)                                                                        \
-    do {                                                                                        \
-        errno = 0;                                                                              \
-        long rc_ = (long)(expr);                                                                \
-        verdict(name, rc_, errno, NULL);                                                        \
+#define CALL(name, expr)                                                                           \
+    do {                                                                                           \
+        errno = 0;                                                                                 \
+        long rc_ = (long)(expr);                                                                   \
+        verdict(name, rc_, errno, NULL);                                                           \
     } while (0)
 
 /* A child that only sleeps, for the attach/read probes; killed by the caller. */
@@ -91,21 +91,31 @@ static void reap(pid_t pid)
 
 static int family(const char *s)
 {
-    if (!strcmp(s, "unix")) return AF_UNIX;
-    if (!strcmp(s, "inet")) return AF_INET;
-    if (!strcmp(s, "inet6")) return AF_INET6;
-    if (!strcmp(s, "netlink")) return AF_NETLINK;
-    if (!strcmp(s, "packet")) return AF_PACKET;
-    if (!strcmp(s, "vsock")) return AF_VSOCK;
-    if (!strcmp(s, "alg")) return AF_ALG;
+    if (!strcmp(s, "unix"))
+        return AF_UNIX;
+    if (!strcmp(s, "inet"))
+        return AF_INET;
+    if (!strcmp(s, "inet6"))
+        return AF_INET6;
+    if (!strcmp(s, "netlink"))
+        return AF_NETLINK;
+    if (!strcmp(s, "packet"))
+        return AF_PACKET;
+    if (!strcmp(s, "vsock"))
+        return AF_VSOCK;
+    if (!strcmp(s, "alg"))
+        return AF_ALG;
     return -1;
 }
 
 static int socktype(const char *s)
 {
-    if (!strcmp(s, "stream")) return SOCK_STREAM;
-    if (!strcmp(s, "dgram")) return SOCK_DGRAM;
-    if (!strcmp(s, "raw")) return SOCK_RAW;
+    if (!strcmp(s, "stream"))
+        return SOCK_STREAM;
+    if (!strcmp(s, "dgram"))
+        return SOCK_DGRAM;
+    if (!strcmp(s, "raw"))
+        return SOCK_RAW;
     return -1;
 }
 
@@ -115,8 +125,9 @@ static void p_socket(const char *fam, const char *type)
 {
     char name[64];
     snprintf(name, sizeof name, "socket_%s_%s", fam, type);
-    int proto = !strcmp(fam, "packet") ? htons(0x0003 /* ETH_P_ALL */)
-              : (!strcmp(fam, "inet") && !strcmp(type, "raw")) ? IPPROTO_ICMP : 0;
+    int proto = !strcmp(fam, "packet")                           ? htons(0x0003 /* ETH_P_ALL */)
+                : (!strcmp(fam, "inet") && !strcmp(type, "raw")) ? IPPROTO_ICMP
+                                                                 : 0;
     errno = 0;
     int fd = socket(family(fam), socktype(type), proto);
     verdict(name, fd, errno, NULL);
@@ -149,7 +160,8 @@ static void p_connect_abstract(const char *name)
     size_t n = strlen(name);
     memcpy(a.sun_path + 1, name, n);
     errno = 0;
-    int rc = connect(fd, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n));
+    int rc = connect(fd, (struct sockaddr *)&a,
+                     (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n));
     verdict("connect_abstract", rc, errno, "(connect)");
 }
 
@@ -196,7 +208,8 @@ static void p_vmread_child(void)
     struct iovec local = {&got, sizeof got}, remote = {(void *)&marker, sizeof marker};
     errno = 0;
     ssize_t n = process_vm_readv(c, &local, 1, &remote, 1, 0);
-    verdict("process_vm_readv", n, errno, n == sizeof got && got == marker ? "(read the marker)" : NULL);
+    verdict("process_vm_readv", n, errno,
+            n == sizeof got && got == marker ? "(read the marker)" : NULL);
     reap(c);
 }
 
@@ -469,30 +482,54 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *c = argv[1];
-    if (!strcmp(c, "socket") && argc == 4) p_socket(argv[2], argv[3]);
-    else if (!strcmp(c, "connect_tcp") && argc == 4) p_connect_tcp(argv[2], atoi(argv[3]));
-    else if (!strcmp(c, "connect_abstract") && argc == 3) p_connect_abstract(argv[2]);
-    else if (!strcmp(c, "ptrace_pid") && argc == 3) p_ptrace_pid(atoi(argv[2]));
-    else if (!strcmp(c, "ptrace_child")) p_ptrace_child();
-    else if (!strcmp(c, "vmread_child")) p_vmread_child();
-    else if (!strcmp(c, "vmread_pid") && argc == 3) p_vmread_pid(atoi(argv[2]));
-    else if (!strcmp(c, "procmem") && argc == 3) p_procmem(argv[2]);
-    else if (!strcmp(c, "kill") && argc == 4) p_kill(atoi(argv[2]), atoi(argv[3]));
-    else if (!strcmp(c, "unshare")) p_unshare();
-    else if (!strcmp(c, "clone_newuser")) p_clone_newuser();
-    else if (!strcmp(c, "clone3")) p_clone3();
-    else if (!strcmp(c, "setns")) p_setns();
-    else if (!strcmp(c, "mount") && argc == 3) p_mount(argv[2]);
-    else if (!strcmp(c, "keyctl")) p_keyctl();
-    else if (!strcmp(c, "bpf")) p_bpf();
-    else if (!strcmp(c, "perf")) p_perf();
-    else if (!strcmp(c, "io_uring")) p_io_uring();
-    else if (!strcmp(c, "userfaultfd")) p_userfaultfd();
-    else if (!strcmp(c, "tiocsti_fd") && argc == 3) p_tiocsti_fd(argv[2]);
-    else if (!strcmp(c, "tiocsti_pty")) p_tiocsti_pty();
-    else if (!strcmp(c, "ids")) p_ids();
-    else if (!strcmp(c, "exchange") && argc == 6) p_exchange(argv[2], argv[3], argv[4], atoi(argv[5]));
-    else if (!strcmp(c, "touch") && argc == 3) p_touch(atol(argv[2]));
+    if (!strcmp(c, "socket") && argc == 4)
+        p_socket(argv[2], argv[3]);
+    else if (!strcmp(c, "connect_tcp") && argc == 4)
+        p_connect_tcp(argv[2], atoi(argv[3]));
+    else if (!strcmp(c, "connect_abstract") && argc == 3)
+        p_connect_abstract(argv[2]);
+    else if (!strcmp(c, "ptrace_pid") && argc == 3)
+        p_ptrace_pid(atoi(argv[2]));
+    else if (!strcmp(c, "ptrace_child"))
+        p_ptrace_child();
+    else if (!strcmp(c, "vmread_child"))
+        p_vmread_child();
+    else if (!strcmp(c, "vmread_pid") && argc == 3)
+        p_vmread_pid(atoi(argv[2]));
+    else if (!strcmp(c, "procmem") && argc == 3)
+        p_procmem(argv[2]);
+    else if (!strcmp(c, "kill") && argc == 4)
+        p_kill(atoi(argv[2]), atoi(argv[3]));
+    else if (!strcmp(c, "unshare"))
+        p_unshare();
+    else if (!strcmp(c, "clone_newuser"))
+        p_clone_newuser();
+    else if (!strcmp(c, "clone3"))
+        p_clone3();
+    else if (!strcmp(c, "setns"))
+        p_setns();
+    else if (!strcmp(c, "mount") && argc == 3)
+        p_mount(argv[2]);
+    else if (!strcmp(c, "keyctl"))
+        p_keyctl();
+    else if (!strcmp(c, "bpf"))
+        p_bpf();
+    else if (!strcmp(c, "perf"))
+        p_perf();
+    else if (!strcmp(c, "io_uring"))
+        p_io_uring();
+    else if (!strcmp(c, "userfaultfd"))
+        p_userfaultfd();
+    else if (!strcmp(c, "tiocsti_fd") && argc == 3)
+        p_tiocsti_fd(argv[2]);
+    else if (!strcmp(c, "tiocsti_pty"))
+        p_tiocsti_pty();
+    else if (!strcmp(c, "ids"))
+        p_ids();
+    else if (!strcmp(c, "exchange") && argc == 6)
+        p_exchange(argv[2], argv[3], argv[4], atoi(argv[5]));
+    else if (!strcmp(c, "touch") && argc == 3)
+        p_touch(atol(argv[2]));
     else {
         fprintf(stderr, "probe: unknown subcommand or arguments: %s\n", c);
         return 2;
