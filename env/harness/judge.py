@@ -134,7 +134,7 @@ class Channel:
             raise CandidateFailed("RUNTIME_ERROR", f"the process died ({exc}); output:\n{self.log_text()[-2000:]}")
         if not raw:
             time.sleep(0.1)
-            raise CandidateFailed("RUNTIME_ERROR", f"the process exited (status {self.proc.poll()}); output:\n"
+            raise CandidateFailed("RUNTIME_ERROR", f"the process exited (status {self.exit_status()}); output:\n"
                                   f"{self.log_text()[-2000:]}")
         try:
             reply = json.loads(raw.decode())
@@ -175,11 +175,28 @@ class Channel:
             self.sock.close()
         self._end(grace_s=5)
 
+    def exit_status(self):
+        """The runner's exit status, None while it runs, read without reaping it (Popen.poll would
+        reap it, and then _end could no longer kill its process group safely)."""
+        if self.proc.returncode is not None:
+            return self.proc.returncode
+        try:
+            info = os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOWAIT | os.WNOHANG)
+        except ChildProcessError:
+            return None
+        if info is None:
+            return None
+        return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+
     def _end(self, grace_s):
         """Waits up to grace_s for the runner to exit (it leaves at once after its bye:
         runner.quit_now), then kills whatever is left of its process group (torch.compile's
         workers; the runner itself if it did not exit) and reaps it. The group is killed while
-        its leader is still an unreaped zombie, so its id cannot have gone to anyone else."""
+        its leader is still an unreaped zombie, so its id cannot have gone to anyone else. A
+        child that left the group (setsid) is not reached here: a sandbox profile with its own
+        PID namespace ends those with the runner; an unsandboxed one (weak mode) may outlive it."""
+        if self.proc.returncode is not None:  # ended before: its pid may be someone else's now
+            return
         pid, deadline = self.proc.pid, time.monotonic() + grace_s
         try:
             while os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is None \

@@ -274,6 +274,12 @@ def quit_now():
             f.flush()
         except Exception:  # a closed or broken stream: nothing left to save
             pass
+    try:  # the C library's buffers too (a CUDA extension's printf)
+        import ctypes
+
+        ctypes.CDLL(None).fflush(None)
+    except Exception:
+        pass
     os._exit(0)
 
 

@@ -609,8 +609,10 @@ int pol_gpu_dec_time_step_graph(pol_gpu_dec *d, int reps, double *ms, char *err,
         failed = pg_ck(&r, cudaGraphLaunch(d->step_exec[n], st), "replaying the step");
     failed = failed || pg_ck(&r, cudaEventRecord(ev[1], st), "recording an event") || pg_sync(&r) ||
              pg_ck(&r, cudaEventElapsedTime(&elapsed, ev[0], ev[1]), "reading the events");
-    if (failed)
+    if (failed) {
         cudaStreamSynchronize(st);
+        cudaGetLastError(); /* a later call must not report this one's (non-sticky) error */
+    }
     for (int i = 0; i < 2; i++)
         if (ev[i])
             cudaEventDestroy(ev[i]);
@@ -687,6 +689,7 @@ int pol_gpu_dec_sample(pol_gpu_dec *d, const pol_sample_cfg *cfg, int n_valid,
         pg_sync(&r);
     if (failed) {
         cudaStreamSynchronize(st);
+        cudaGetLastError(); /* a later call must not report this one's (non-sticky) error */
         return -1;
     }
     memcpy(tokens, d->h_out, (size_t)R * sizeof *tokens);

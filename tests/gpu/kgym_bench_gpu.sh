@@ -86,6 +86,8 @@ rc=0
 [ -z "$B1" ] || wait $B1 || rc=$?
 [ -z "$B2" ] || wait $B2 || rc=$?
 [ -z "$B3" ] || wait $B3 || rc=$?
-[ -z "$B2" ] || for part in bundled kernelbench; do [ -f "$OUT/$part.txt" ] && { echo "== $part"; cat "$OUT/$part.txt"; }; done
+# the clients that ran this time (an OUT reused from an earlier run may hold the other's file)
+[ -z "$B1" ] || { echo "== bundled"; cat "$OUT/bundled.txt"; }
+[ -z "$B2" ] || { echo "== kernelbench"; cat "$OUT/kernelbench.txt"; }
 [ -z "$B3" ] || { echo "== baselines"; tail -3 "$OUT/baselines.log"; }
 exit $rc

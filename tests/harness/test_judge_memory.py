@@ -89,3 +89,32 @@ def test_outputs_are_copied_for_a_candidate_and_read_in_place_for_a_baseline(new
     j.shm.write(j.out_specs[0], torch.full((64, 256), 4.0))
     assert float(copied[0, 0]) == 3.0
     assert float(in_place[0, 0]) == 4.0
+
+
+class FakeChannel:
+    """A runner that answers every call at once (the outputs are never looked at: compare is
+    replaced), to see which reads of the outputs the timing loop asks for."""
+    what = "fake"
+
+    def call(self, msg, fds=(), timeout_s=None):
+        return {}
+
+    def timed_call(self, msg, timeout_s=None):
+        return 1e-4, {}
+
+
+def test_the_timing_loop_copies_a_candidates_outputs_and_reads_a_baselines_in_place(new_judge, monkeypatch):
+    j = new_judge()
+    j.cur_w = j.plan()[0]
+    j.job["timing"] = {"warmup": 1, "min_reps": 3, "max_reps": 5, "budget_s": 0.0}
+    reads = []
+    real_read = j.read_outputs
+    monkeypatch.setattr(j, "read_outputs", lambda copy=True: reads.append(copy) or real_read(copy))
+    monkeypatch.setattr(j, "compare", lambda got, want, label: (True, {"label": label, "ok": True}))
+    for name in ("hidden_call", "tracking"):
+        monkeypatch.setattr(j, name, lambda *a, **k: None)
+    j.timed(FakeChannel())  # a candidate: every output read, always copied
+    assert reads and all(reads), reads
+    reads.clear()
+    j.timed(FakeChannel(), check_calls=2)  # a trusted baseline: the first 2 read in place
+    assert reads == [False, False], reads

@@ -55,16 +55,20 @@ def test_a_runner_leaves_at_once_and_takes_its_children(tmp_path):
         assert time.monotonic() < deadline, ch.log_text()
         time.sleep(0.02)
     child = int(pid_file.read_text())
-    t0 = time.monotonic()
-    ch.close()
-    took = time.monotonic() - t0
-    assert ch.proc.returncode == 0, ch.log_text()
-    assert not (tmp_path / "child.pid.teardown").exists(), "the interpreter's teardown ran"
-    assert took < 20, took
-    deadline = time.monotonic() + 5
-    while not gone(child):
-        assert time.monotonic() < deadline, "the runner's child outlived it"
-        time.sleep(0.02)
+    try:
+        t0 = time.monotonic()
+        ch.close()
+        took = time.monotonic() - t0
+        assert ch.proc.returncode == 0, ch.log_text()
+        assert not (tmp_path / "child.pid.teardown").exists(), "the interpreter's teardown ran"
+        assert took < 20, took
+        deadline = time.monotonic() + 5
+        while not gone(child):
+            assert time.monotonic() < deadline, "the runner's child outlived it"
+            time.sleep(0.02)
+    finally:  # a failure above leaves no sleep behind
+        if not gone(child):
+            os.kill(child, 9)
     deadline = time.monotonic() + 5
     while "said before bye" not in ch.log_text():
         assert time.monotonic() < deadline, ch.log_text()

@@ -530,6 +530,13 @@ static void check_graph_timing(seq_case *c)
           *p = two_slot_steps(c, plain, 3, 0, 0, NULL);
     float *t4 = two_slot_steps(c, timed, 5, 3, 7, &ms),
           *p4 = two_slot_steps(c, plain, 5, 0, 0, NULL);
+    /* refused after a prefill again, now that the 2-token step's graph is ready: replaying it
+     * over the prefill's plan would read token ids as slots */
+    float *again = two_slot_steps(c, timed, 0, 0, 0, NULL);
+    int rc_ready = pol_gpu_dec_time_step_graph(timed, 5, &ms, err, ERRCAP);
+    report(again && rc_ready == -1,
+           "%s the step timing refused after a prefill, a step's graph ready", c->name);
+    free(again);
     size_t bytes = 2 * (size_t)c->V * sizeof(float);
     report(t && p && t4 && p4 && timed_ms > 0 && memcmp(t, p, bytes) == 0 &&
                memcmp(t4, p4, bytes) == 0 && pol_gpu_dec_graphs(timed).replayed > 0,

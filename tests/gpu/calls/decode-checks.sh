@@ -13,7 +13,7 @@ mkdir -p $L
 # the CUDA programs need carried libraries (libutf8proc, jansson, pcre2); the Pythons with torch
 # started later (PyTorch's side, the baselines' judges) must not see them
 LIBS=$PWD/carry/lib
-save() { tar -C $L -czf "$OUT/decode.tar.gz" .; }  # after each step: a cut call keeps the rest
+save() { tar -C $L -czf "$OUT/decode.tar.gz" . 2>/dev/null; }  # after each step: a cut call keeps the rest (clocks.csv may be growing)
 check() {  # check NAME CMD...: a log per check, its FAIL/ok counts printed
     local name=$1 t; shift
     t=$(budget 200)
@@ -36,7 +36,8 @@ bench() {
     t=$(budget 120)
     [ "$t" -gt 0 ] || { echo "$name: skipped (no time left)"; return; }
     echo "$name: $(date +%T.%N | cut -c1-12)" >> "$L/marks.txt"  # to line up with clocks.csv
-    env LD_LIBRARY_PATH="$LIBS" "${vars[@]}" timeout "$t" $P bench "${opts[@]}" --json "$L/$name.json" > "$L/$name.log" 2>&1
+    # (the ${x[@]+...} form: an empty array under set -u on any bash)
+    env LD_LIBRARY_PATH="$LIBS" ${vars[@]+"${vars[@]}"} timeout "$t" $P bench ${opts[@]+"${opts[@]}"} --json "$L/$name.json" > "$L/$name.log" 2>&1
     echo "$name: exit $?, tokens/s $(grep -h '"tokens_per_s"' "$L/$name.json" 2>/dev/null | tr -d ' ,' | cut -d: -f2 | paste -sd/)"
     save
 }
@@ -45,6 +46,7 @@ bench() {
 nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,pstate \
     --format=csv -lms 200 > "$L/clocks.csv" 2>&1 &
 CLOCKS=$!
+trap 'kill $CLOCKS 2>/dev/null' EXIT  # a call cut short leaves no nvidia-smi behind
 bench decode-default
 bench decode-fused1 KGYM_MATMUL_FUSED_NORM=1
 bench decode-default-again
