@@ -175,13 +175,18 @@ class Channel:
             self.sock.close()
         self._end(grace_s=5)
 
+    def _peek_exit(self):
+        """The runner's waitid record once it has exited, None while it runs, without reaping it
+        (Popen.poll would: then _end could no longer kill its process group safely). Raises
+        ChildProcessError once it has been reaped."""
+        return os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOWAIT | os.WNOHANG)
+
     def exit_status(self):
-        """The runner's exit status, None while it runs, read without reaping it (Popen.poll would
-        reap it, and then _end could no longer kill its process group safely)."""
+        """The runner's exit status (negative: the signal), None while it runs or if unknown."""
         if self.proc.returncode is not None:
             return self.proc.returncode
         try:
-            info = os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOWAIT | os.WNOHANG)
+            info = self._peek_exit()
         except ChildProcessError:
             return None
         if info is None:
@@ -197,16 +202,15 @@ class Channel:
         PID namespace ends those with the runner; an unsandboxed one (weak mode) may outlive it."""
         if self.proc.returncode is not None:  # ended before: its pid may be someone else's now
             return
-        pid, deadline = self.proc.pid, time.monotonic() + grace_s
+        deadline = time.monotonic() + grace_s
         try:
-            while os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is None \
-                    and time.monotonic() < deadline:
+            while self._peek_exit() is None and time.monotonic() < deadline:
                 time.sleep(0.005)
         except ChildProcessError:  # reaped already: its group id is no longer ours to signal
             self.proc.wait()
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, 9)
+            os.killpg(self.proc.pid, 9)
         self.proc.wait()
 
 
@@ -481,12 +485,13 @@ class Judge:
         # for the largest KernelBench tasks
         prev, diffs, norms, errs = None, [], [], []
         for i in range(k):
+            planned = i == 0 and x0 is not None  # the plan's inputs and outputs, when still kept
             w = w0 if i == 0 else self.fresh_weights()
-            x = x0 if i == 0 and x0 is not None else self.fresh_inputs()
+            x = x0 if planned else self.fresh_inputs()
             self.cur_w = w
             record = i == 0 and self.job.get("record_ops", True)
             ok, stats, got, want, reply = self.check_call(ch, w, x, f"check {i + 1}", record=record,
-                                                         want=y0 if i == 0 and x0 is not None else None)
+                                                         want=y0 if planned else None)
             if record:
                 self.check_ops(reply.get("ops"))
             self.components["checks"].append(stats)

@@ -469,6 +469,24 @@ static int timed_generate(pol_gpu_dec *d, const int32_t *prompts, int Bd, int P,
     return rc;
 }
 
+/* A diagnostic after a timed run: the last step's graph timed alone (res->graph_step_ms),
+ * against the step's wall time; a failure is reported and the run's figures stand. */
+static void report_step_split(pol_gpu_dec *d, decode_result *res)
+{
+    char why[ERRCAP];
+    if (pol_gpu_dec_time_step_graph(d, GRAPH_TIMING_REPS, &res->graph_step_ms, why, sizeof why) !=
+        0) {
+        fprintf(stderr, "bench: decode batch %d: the step's graph was not timed: %s\n", res->batch,
+                why);
+        return;
+    }
+    fprintf(stderr,
+            "bench: decode batch %d: a step takes %.1f us, its graph alone %.1f us on the GPU "
+            "(host, copies and sampling: %.1f us)\n",
+            res->batch, 1000 * res->step_ms, 1000 * res->graph_step_ms,
+            1000 * (res->step_ms - res->graph_step_ms));
+}
+
 static int decode_one(pol_gpu *g, const bench_args *a, int Bd, int vocab, decode_result *res,
                       char *err)
 {
@@ -506,21 +524,8 @@ static int decode_one(pol_gpu *g, const bench_args *a, int Bd, int vocab, decode
         fprintf(stderr, "bench: decode batch %d: prefill+1 %.1f ms, %d tokens %.1f ms\n", Bd,
                 res->prefill_ms, N, res->full_ms);
     }
-    /* a diagnostic: a failure is reported and the figures above stand */
     if (rc == 0 && a->graphs) {
-        char why[ERRCAP];
-        if (pol_gpu_dec_time_step_graph(d, GRAPH_TIMING_REPS, &res->graph_step_ms, why,
-                                        sizeof why) == 0)
-            fprintf(stderr,
-                    "bench: decode batch %d: a step takes %.1f us, its graph alone %.1f us on the "
-                    "GPU (host, copies and sampling: %.1f us)\n",
-                    Bd, 1000 * res->step_ms, 1000 * res->graph_step_ms,
-                    1000 * (res->step_ms - res->graph_step_ms));
-        else
-            fprintf(stderr, "bench: decode batch %d: the step's graph was not timed: %s\n", Bd,
-                    why);
-    }
-    if (rc == 0 && a->graphs) {
+        report_step_split(d, res);
         /* a refused capture runs the same launches: say so, or a plain figure passes for a
          * graphed one */
         pol_gpu_dec_graph_stats st = pol_gpu_dec_graphs(d);

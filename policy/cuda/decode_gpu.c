@@ -266,6 +266,14 @@ int pol_gpu_dec_rows(const pol_gpu_dec *d, const int32_t **slots)
     return d->n_rows;
 }
 
+/* After a failed call: nothing of it still runs, and its (non-sticky) error is not left for
+ * the next call to report as its own. */
+static void drain_failed_call(cudaStream_t st)
+{
+    cudaStreamSynchronize(st);
+    cudaGetLastError();
+}
+
 /* ---- one append ---- */
 
 /* What the host works out for an append before anything runs. */
@@ -578,8 +586,7 @@ int pol_gpu_dec_append(pol_gpu_dec *d, const int32_t *slots, const int32_t *ids,
     bool failed = upload_plan(&r, d, &p) || (step ? run_step(&r, d, &p) : run_append(&r, d, &p)) ||
                   pg_sync(&r);
     if (failed) {
-        cudaStreamSynchronize(g->stream);
-        cudaGetLastError(); /* a later call must not report this one's (non-sticky) error */
+        drain_failed_call(g->stream);
         return -1;
     }
     for (int t = 0; t < n; t++)
@@ -609,10 +616,8 @@ int pol_gpu_dec_time_step_graph(pol_gpu_dec *d, int reps, double *ms, char *err,
         failed = pg_ck(&r, cudaGraphLaunch(d->step_exec[n], st), "replaying the step");
     failed = failed || pg_ck(&r, cudaEventRecord(ev[1], st), "recording an event") || pg_sync(&r) ||
              pg_ck(&r, cudaEventElapsedTime(&elapsed, ev[0], ev[1]), "reading the events");
-    if (failed) {
-        cudaStreamSynchronize(st);
-        cudaGetLastError(); /* a later call must not report this one's (non-sticky) error */
-    }
+    if (failed)
+        drain_failed_call(st);
     for (int i = 0; i < 2; i++)
         if (ev[i])
             cudaEventDestroy(ev[i]);
@@ -688,8 +693,7 @@ int pol_gpu_dec_sample(pol_gpu_dec *d, const pol_sample_cfg *cfg, int n_valid,
               "copying the tokens") ||
         pg_sync(&r);
     if (failed) {
-        cudaStreamSynchronize(st);
-        cudaGetLastError(); /* a later call must not report this one's (non-sticky) error */
+        drain_failed_call(st);
         return -1;
     }
     memcpy(tokens, d->h_out, (size_t)R * sizeof *tokens);
