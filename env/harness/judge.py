@@ -16,8 +16,10 @@ job["result_path"], a file in a directory the candidate never sees. It
   * times each call from this process: the "run" round trip (the forward and a device-wide
     synchronisation, so side streams are inside the window) less the bare round trip of a
     trusted runner, plus whatever the following "fetch" of the outputs takes beyond a trusted
-    copy of the same bytes (work deferred past the reply, e.g. to a host thread, lands there);
-    with warm-up and an L2 flush before every call.
+    copy of the same bytes (work deferred past the reply, e.g. to a host thread, lands there),
+    and whatever the staging and the judge's L2 flush before the call take beyond their
+    references (GPU work queued early, before "run" was sent, lands there); with warm-up and an
+    L2 flush before every call. Every reply must echo its request's random nonce.
 """
 import array
 import contextlib
@@ -27,6 +29,7 @@ import json
 import math
 import os
 import random
+import secrets
 import shutil
 import socket
 import statistics
@@ -100,7 +103,9 @@ class Channel:
         # which pays nothing and would let slowness dodge the penalty).
         self.deadline = None
         self.spin = False
-        threading.Thread(target=self._drain, daemon=True).start()
+        self.abandoned = set()  # the nonces of requests that timed out: their late replies are skipped
+        self.drainer = threading.Thread(target=self._drain, daemon=True)
+        self.drainer.start()
 
     def _drain(self):
         """Keeps the tail of what the runner prints (shown to the agent, never parsed)."""
@@ -113,7 +118,11 @@ class Channel:
         return self.log.decode("utf-8", "replace")
 
     def call(self, msg, fds=(), timeout_s=None):
-        data = json.dumps(msg).encode()
+        """Sends msg and returns the runner's reply to it. Every request carries a fresh random
+        nonce that its reply must echo: a reply queued ahead of time (answering "run" before it
+        was asked, so that the timed window holds nothing) or one out of turn is refused."""
+        nonce = secrets.token_hex(8)
+        data = json.dumps(dict(msg, nonce=nonce)).encode()
         anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else []
         limit = timeout_s or self.timeout_s
         by_deadline = False
@@ -125,25 +134,40 @@ class Channel:
         try:
             self.sock.settimeout(limit)  # the send too: a runner that never reads blocks it
             self.sock.sendmsg([data], anc)
-            raw = self.receive(limit)
+            return self.answer(nonce, limit)
         except socket.timeout:
+            self.abandoned.add(nonce)
             if by_deadline:
                 raise CandidateFailed("TIMEOUT", f"the evaluation's time limit ran out during '{msg['op']}'")
             raise CandidateFailed("TIMEOUT", f"no answer to '{msg['op']}' within {limit:.0f} s")
         except OSError as exc:
             raise CandidateFailed("RUNTIME_ERROR", f"the process died ({exc}); output:\n{self.log_text()[-2000:]}")
-        if not raw:
-            time.sleep(0.1)
-            raise CandidateFailed("RUNTIME_ERROR", f"the process exited (status {self.exit_status()}); output:\n"
-                                  f"{self.log_text()[-2000:]}")
-        try:
-            reply = json.loads(raw.decode())
-        except (UnicodeDecodeError, ValueError, RecursionError):
-            raise CandidateFailed("RUNTIME_ERROR", "the process answered something other than the protocol")
-        if not isinstance(reply, dict) or reply.get("ok") is not True:
-            err = reply.get("error") if isinstance(reply, dict) else None
-            raise CandidateFailed("RUNTIME_ERROR", str(err)[:4000] if err else "the runner refused")
-        return reply
+
+    def answer(self, nonce, limit):
+        """The reply carrying nonce, within limit seconds. Late replies to requests that timed
+        out before are skipped; any other reply is a protocol violation."""
+        end = time.monotonic() + limit
+        while True:
+            raw = self.receive(max(0.001, end - time.monotonic()))
+            if not raw:
+                time.sleep(0.1)
+                raise CandidateFailed("RUNTIME_ERROR", f"the process exited (status {self.exit_status()}); "
+                                      f"output:\n{self.log_text()[-2000:]}")
+            try:
+                reply = json.loads(raw.decode())
+            except (UnicodeDecodeError, ValueError, RecursionError):
+                raise CandidateFailed("RUNTIME_ERROR", "the process answered something other than the protocol")
+            got = reply.get("nonce") if isinstance(reply, dict) else None
+            if isinstance(got, str) and got in self.abandoned:
+                self.abandoned.discard(got)
+                continue
+            if got != nonce:
+                raise CandidateFailed("RUNTIME_ERROR", "the runner's reply does not answer the judge's request "
+                                      "(a reply out of turn, or one sent before it was asked for)")
+            if reply.get("ok") is not True:
+                err = reply.get("error")
+                raise CandidateFailed("RUNTIME_ERROR", str(err)[:4000] if err else "the runner refused")
+            return reply
 
     def receive(self, limit):
         """The reply. On CUDA, polls (non-blocking) for SPIN_S first, so that the end of a short
@@ -174,6 +198,9 @@ class Channel:
         with contextlib.suppress(Exception):
             self.sock.close()
         self._end(grace_s=5)
+        # the output it printed last (its pipe closes as it exits; bounded: a child that
+        # escaped the group kill may hold it open)
+        self.drainer.join(timeout=1)
 
     def _peek_exit(self):
         """The runner's waitid record once it has exited, None while it runs, without reaping it
@@ -198,8 +225,9 @@ class Channel:
         runner.quit_now), then kills whatever is left of its process group (torch.compile's
         workers; the runner itself if it did not exit) and reaps it. The group is killed while
         its leader is still an unreaped zombie, so its id cannot have gone to anyone else. A
-        child that left the group (setsid) is not reached here: a sandbox profile with its own
-        PID namespace ends those with the runner; an unsandboxed one (weak mode) may outlive it."""
+        child that left the group (setsid, or setpgid into a group of its own) is not reached
+        here: a sandbox profile with its own PID namespace ends those with the runner (its init
+        goes, and the namespace with it); an unsandboxed one (weak mode) may outlive it."""
         if self.proc.returncode is not None:  # ended before: its pid may be someone else's now
             return
         deadline = time.monotonic() + grace_s
@@ -255,8 +283,13 @@ class HostShared(Shared):
 
         self.torch = torch
         self.nbytes = nbytes
-        self.fd = os.memfd_create("kgym-io", 0)
+        self.fd = os.memfd_create("kgym-io", os.MFD_ALLOW_SEALING)
         os.ftruncate(self.fd, nbytes)
+        # The runner keeps the fd (mmap holds a duplicate), and a candidate's code can reach it:
+        # shrunk, every later touch of the judge's mapping is a SIGBUS, a dead judge and no
+        # verdict (infra_error, no penalty). Sealed, its size is fixed for good; writing into it
+        # is the runner's job and changes nothing the judge decides by.
+        fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
         self.map = mmap.mmap(self.fd, nbytes)
         self.base = torch.frombuffer(self.map, dtype=torch.uint8)
         if pin:  # page-locked: copies to and from the GPU run at full speed
@@ -313,6 +346,7 @@ class Judge:
         self.ref_mod = load_reference(job["reference"])
         self.init_args = list(self.ref_mod.get_init_inputs())
         self.flush_buf = None
+        self.pre_refs = None  # (write_s, flush_s): pre_run_refs, for a candidate's timing
         if self.device == "cuda":
             torch.cuda.init()
             self.flush_buf = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
@@ -334,9 +368,9 @@ class Judge:
         model = self.ref_mod.Model(*self.init_args)
         return {k: v.detach().to(self.device) for k, v in model.state_dict().items()}
 
-    def fresh_inputs(self, probe=False):
+    def fresh_inputs(self, probe=False, seed=None):
         torch = self.torch
-        torch.manual_seed(self.new_seed())
+        torch.manual_seed(self.new_seed() if seed is None else seed)
         ctx = torch.device(self.device) if self.device == "cuda" else contextlib.nullcontext()
         with ctx:
             values = list(self.ref_mod.get_inputs())
@@ -392,7 +426,10 @@ class Judge:
         ch.call({"op": "weights", "tensors": specs})
 
     def stage(self, ch, inputs):
+        """Writes the inputs into shared memory and has the runner take them; returns (the
+        writes' seconds, the call's). The runner can see the inputs from the first write on."""
         torch = self.torch
+        t_write = time.perf_counter()
         tensors = [v for v in inputs if isinstance(v, torch.Tensor)]
         specs, _ = self.shm.layout(tensors, self.out_end)
         it = iter(specs)
@@ -407,7 +444,7 @@ class Judge:
         self.shm.published()
         t0 = time.perf_counter()
         ch.call({"op": "stage", "inputs": wire, "outputs": self.out_specs})
-        return time.perf_counter() - t0
+        return t0 - t_write, time.perf_counter() - t0
 
     def read_outputs(self, copy=True):
         """The outputs in shared memory: copied, since a candidate's runner may still write there
@@ -428,6 +465,38 @@ class Judge:
         if self.flush_buf is not None:
             self.flush_buf.zero_()
             self.torch.cuda.synchronize()
+
+    def timed_flush(self):
+        """flush_l2, timed: a candidate's work queued on the GPU before "run" (launched while
+        staging, or by a thread watching the shared memory) runs first, since the contexts of
+        two processes take turns, and lengthens this flush, which is charged beyond the
+        reference (pre_run_refs)."""
+        t0 = time.perf_counter()
+        self.flush_l2()
+        return time.perf_counter() - t0
+
+    def pre_run_refs(self, ch):
+        """The judge's own work between a call's first input write and its "run": writing the
+        inputs, and the L2 flush. Timed on the candidate's runner after its map and before its
+        load, so that no code of the candidate has run yet, with the runner's process and CUDA
+        context alive as they are in the timed loop. Returns (write_s, flush_s) medians. The
+        timed loop charges a candidate whatever its flushes take beyond the flush's; the writes'
+        excess is reported only: rewriting one input set here is faster than writing a fresh one
+        there (caches), by 10-20% of a small CPU call on a 2-core machine, which would be
+        charged to every honest candidate. The inputs are drawn from a seed of their own (the
+        job's sequence of inputs stays as it was)."""
+        x = self.fresh_inputs(seed=PRE_RUN_REF_SEED)
+        writes, flushes = [], []
+        for _ in range(PRE_RUN_REF_CALLS):
+            t_write, _ = self.stage(ch, x)
+            writes.append(t_write)
+            flushes.append(self.timed_flush())
+        x = None
+        self.release_cached_memory()
+        skip = PRE_RUN_REF_CALLS // 4  # the first ones warm the allocator and the caches
+        refs = statistics.median(writes[skip:]), statistics.median(flushes[skip:])
+        self.components["write_ref_ms"], self.components["flush_ref_ms"] = refs[0] * 1e3, refs[1] * 1e3
+        return refs
 
     # -- checks --
     def compare(self, got, want, label):
@@ -591,9 +660,9 @@ class Judge:
             checked = candidate or i < check_calls
             want = self.reference(self.cur_w, x) if checked else None
             loop.lap("reference")
-            t_stage = self.stage(ch, x)
+            t_write, t_stage = self.stage(ch, x)  # the writes' time: reported (pre_run_refs)
             loop.lap("stage")
-            self.flush_l2()
+            t_flush = self.timed_flush()
             loop.lap("flush")
             t_run, reply = ch.timed_call({"op": "run", "seq": i})
             t_fetch, _ = ch.timed_call({"op": "fetch", "seq": i})
@@ -613,7 +682,7 @@ class Judge:
             # overfill an 80 GB card (want lives on in track["prev"] where tracking needs it)
             x = want = got = None
             if i >= warm:
-                samples.append((t_run, t_fetch, t_stage))
+                samples.append((t_run, t_fetch, t_stage, t_write, t_flush))
                 dev = reply.get("device_ms")
                 if isinstance(dev, (int, float)) and math.isfinite(dev):
                     self.reported_device_ms.append(float(dev))
@@ -703,6 +772,11 @@ class Judge:
                     fds=[self.shm.fd], timeout_s=start)
         except CandidateFailed as exc:
             raise Infra(f"the {ch.what} runner could not map the shared memory: {exc}")
+        if ch.what == "candidate" and self.job["mode"] in ("profile", "final"):
+            try:
+                self.pre_refs = self.pre_run_refs(ch)
+            except CandidateFailed as exc:
+                raise Infra(f"the candidate runner failed before its code was loaded: {exc}")
         ch.call({"op": "load", "init_args": self.init_args}, timeout_s=start)
         return ch
 
@@ -739,8 +813,8 @@ class Judge:
             if base is not None:
                 self.profile(cand, base)
         finally:
+            cand.close()  # first: what it printed last is then in the log
             comp["candidate_output"] = cand.log_text()[-4000:]
-            cand.close()
 
     def run_baselines(self):
         """mode "baselines": the eager and compile figures alone, no candidate (kgym-bench
@@ -826,8 +900,13 @@ class Judge:
     def profile(self, cand, base):
         torch = self.torch
         comp = self.components
-        cand_ms = charge(self.timed(cand), base["overhead_ms"] / 1e3, base["fetch_ref_ms"] / 1e3,
-                         base["stage_ref_ms"] / 1e3)
+        samples = self.timed(cand)
+        flush_ref = self.pre_refs[1] if self.pre_refs else None
+        cand_ms = charge(samples, base["overhead_ms"] / 1e3, base["fetch_ref_ms"] / 1e3,
+                         base["stage_ref_ms"] / 1e3, flush_ref)
+        if self.pre_refs:  # the median call's excess over the references (the flush's is charged)
+            comp["flush_excess_ms"] = statistics.median(max(0.0, s[4] - flush_ref) for s in samples) * 1e3
+            comp["write_excess_ms"] = statistics.median(max(0.0, s[3] - self.pre_refs[0]) for s in samples) * 1e3
         comp["t_candidate_ms"] = statistics.median(cand_ms)
         comp["percentiles_candidate_ms"] = {str(p): percentile(cand_ms, p) for p in (10, 25, 50, 75, 90)}
         if self.reported_device_ms:  # the runner's own CUDA-event figure: reported, never paid by
@@ -945,8 +1024,8 @@ class Judge:
             samples = self.timed(eager, check_calls=BASELINE_CHECKED_CALLS)
         except CandidateFailed as exc:
             raise Infra(f"the eager baseline failed: {exc}")
-        fetch_ref = statistics.median(f for _, f, _ in samples)
-        stage_ref = statistics.median(st for _, _, st in samples)
+        fetch_ref = statistics.median(s[1] for s in samples)
+        stage_ref = statistics.median(s[2] for s in samples)
         ms = charge(samples, ping, fetch_ref, stage_ref)
         base.update({"overhead_ms": ping * 1e3, "fetch_ref_ms": fetch_ref * 1e3, "stage_ref_ms": stage_ref * 1e3,
                      "t_eager_ms": statistics.median(ms), "spread_eager": spread(ms)})
@@ -983,12 +1062,17 @@ class LoopClock:
         return out
 
 
-def charge(samples, ping_s, fetch_ref_s, stage_ref_s):
+def charge(samples, ping_s, fetch_ref_s, stage_ref_s, flush_ref_s=None):
     """Milliseconds per call: the run window less the round trip, plus any time the output copy
     (fetch) or the input copy before it (stage) took beyond a trusted runner's copies of the same
-    bytes: work moved out of the timed call, before it or after it, is charged to it."""
-    return [max(r - ping_s + max(0.0, f - fetch_ref_s) + max(0.0, st - stage_ref_s), 1e-6) * 1e3
-            for r, f, st in samples]
+    bytes: work moved out of the timed call, before it or after it, is charged to it. A
+    candidate's (flush_ref_s given) also pays whatever the judge's L2 flush before the call took
+    beyond its pre-load reference (pre_run_refs): GPU work queued before "run" delays it. The
+    trusted baselines pay no such term (their figures stay comparable with those measured
+    before it). samples: (run, fetch, stage, write, flush) seconds per call."""
+    return [max(r - ping_s + max(0.0, f - fetch_ref_s) + max(0.0, st - stage_ref_s)
+                + (max(0.0, fl - flush_ref_s) if flush_ref_s is not None else 0.0), 1e-6) * 1e3
+            for r, f, st, _w, fl in samples]
 
 
 def percentile(values, p):
@@ -1022,6 +1106,8 @@ BASELINE_CHECKED_CALLS = 3
 CHUNK_ELEMS = 1 << 25  # elements compared at once: float64 temporaries of 256 MiB
 
 SHM_HEADROOM_MAX = 1 << 30  # shared memory beyond the planned inputs, at most (plan)
+PRE_RUN_REF_CALLS = 12  # staged calls that time the judge's own pre-run work (pre_run_refs)
+PRE_RUN_REF_SEED = 0x6B67796D
 
 
 def chunk_pairs(g, w):

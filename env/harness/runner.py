@@ -15,7 +15,8 @@ Protocol: a SOCK_SEQPACKET socket (fd given as --fd) carries one JSON object per
 first message, "map", passes one fd (SCM_RIGHTS): a memfd (CPU) or a CUDA VMM allocation
 exported as a POSIX fd (GPU, see gpushare.py). Tensors travel through that shared memory: the
 judge writes inputs and weights there, the runner writes outputs there. "load" then builds the
-model; only from then on does any of the agent's code run in this process.
+model; only from then on does any of the agent's code run in this process. Every request carries
+a random "nonce" that its reply echoes: the judge refuses a reply to anything else.
 """
 import argparse
 import array
@@ -320,6 +321,7 @@ def main():
         except Exception as exc:  # reported to the judge, which decides what it means
             reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}",
                      "trace": traceback.format_exc(limit=6)[-4000:]}
+        reply["nonce"] = msg.get("nonce")  # the judge takes only the reply to what it asked
         send_msg(sock, reply)
 
 
