@@ -128,12 +128,25 @@ def test_a_candidate_pays_for_a_flush_it_delayed():
     # (run, fetch, stage, write, flush) seconds; ping 0.1 ms, references 1 ms fetch, 2 ms stage
     honest = (0.0051, 0.001, 0.002, 0.0009, 0.0002)
     early = (0.0002, 0.001, 0.002, 0.0009, 0.0051)  # its forward ran while the judge flushed
-    assert judge.charge([honest], 1e-4, 1e-3, 2e-3, flush_ref_s=2e-4) == pytest.approx([5.0])
-    assert judge.charge([early], 1e-4, 1e-3, 2e-3, flush_ref_s=2e-4) == pytest.approx([5.0])
+    refs = (1e-4, 1e-3, 2e-3)
+    assert judge.charge([honest] * 5, *refs, flush_ref_s=2e-4) == pytest.approx([5.0] * 5)
+    assert judge.charge([early] * 5, *refs, flush_ref_s=2e-4) == pytest.approx([5.0] * 5)
     # a trusted baseline pays no flush term; a flush shorter than the reference earns nothing
-    assert judge.charge([early], 1e-4, 1e-3, 2e-3) == pytest.approx([0.1])
+    assert judge.charge([early], *refs) == pytest.approx([0.1])
     quick = (0.0051, 0.001, 0.002, 0.0009, 0.0001)
-    assert judge.charge([quick], 1e-4, 1e-3, 2e-3, flush_ref_s=2e-4) == pytest.approx([5.0])
+    assert judge.charge([quick], *refs, flush_ref_s=2e-4) == pytest.approx([5.0])
+
+
+def test_the_flush_is_charged_on_its_median_not_per_call():
+    refs = (1e-4, 1e-3, 2e-3)
+    # an honest candidate's flushes scatter around the reference: per call, the ones above it
+    # would be charged and the ones below earn nothing; on the median, nothing is charged
+    noisy = [(0.0051, 0.001, 0.002, 0.0009, fl) for fl in (1.5e-4, 1.8e-4, 2.0e-4, 2.2e-4, 2.5e-4)]
+    assert judge.charge(noisy, *refs, flush_ref_s=2e-4) == pytest.approx([5.0] * 5)
+    # work moved into 3 of 5 flushes moves the median flush: every call pays that excess
+    mixed = [(0.0002, 0.001, 0.002, 0.0009, 0.0051)] * 3 + [(0.0051, 0.001, 0.002, 0.0009, 0.0002)] * 2
+    ms = sorted(judge.charge(mixed, *refs, flush_ref_s=2e-4))
+    assert ms[2] == pytest.approx(5.0)  # the median call, as paid
 
 
 class RecordingChannel:
@@ -149,18 +162,24 @@ class RecordingChannel:
         return {"ok": True}
 
 
-@pytest.mark.parametrize("mode,timed", [("profile", True), ("final", True), ("verify", False)])
-def test_the_flush_reference_is_taken_before_the_candidate_code_loads(mode, timed):
+@pytest.mark.parametrize("mode,flushes,timed", [("profile", True, True), ("final", True, True),
+                                                ("verify", True, False), ("profile", False, False)])
+def test_the_flush_reference_is_taken_before_the_candidate_code_loads(mode, flushes, timed):
     j = judge.Judge({"reference": str(TASKS / "relu" / "model.py"), "seed": 3, "device": "cpu",
                      "data_path": "host", "mode": mode})
     j.plan()
     draws = j.rng.getstate()
     ch = RecordingChannel()
+    flush_s = iter([0.5e-3] * judge.PRE_RUN_REF_SKIP + [1e-3, 2e-3, 3e-3, 4e-3] * 3)
+    if flushes:  # as on CUDA (on a CPU there is no flush to time: nothing is measured)
+        j.flush_buf = torch.empty(1)
+        j.timed_flush = lambda: next(flush_s)
     j.hello(ch)
     if timed:
-        assert ch.ops == ["map"] + ["stage"] * judge.PRE_RUN_REF_CALLS + ["load"]
-        assert j.pre_refs is not None and j.components["flush_ref_ms"] >= 0
-        assert j.components["write_ref_ms"] > 0
+        # map, the reference's staged calls, an empty stage (the runner drops their inputs), load
+        assert ch.ops == ["map"] + ["stage"] * (judge.PRE_RUN_REF_CALLS + 1) + ["load"]
+        assert j.components["flush_ref_ms"] == pytest.approx(3.0)  # upper quartile, warm-ups skipped
+        assert j.pre_refs[1] == pytest.approx(3e-3) and j.components["write_ref_ms"] > 0
     else:
         assert ch.ops == ["map", "load"] and j.pre_refs is None
     assert j.rng.getstate() == draws  # the job's own inputs are drawn as before

@@ -22,8 +22,8 @@ def take_over():
         sock.sendall(json.dumps(obj).encode())
 
     ok = {"ok": True, "ops": ["empty"]}
-    send(ok)  # the reply to "load" (no nonce: the attacker answers before reading anything)
-    send(ok)  # the one queued ahead
+    send(dict(ok, nonce=f.f_locals["msg"].get("nonce")))  # the reply to "load", as the runner's
+    send(ok)  # the one queued ahead: no request to echo yet
     xs, outs = [], []
     while True:
         data = sock.recv(1 << 20)
