@@ -182,7 +182,7 @@ class Channel:
         t0 = time.monotonic()
         if self.spin:
             self.sock.setblocking(False)
-            while time.monotonic() - t0 < SPIN_S:
+            while time.monotonic() - t0 < min(SPIN_S, limit):  # never past the caller's limit
                 try:
                     return self.sock.recv(MSG_MAX)
                 except BlockingIOError:

@@ -105,6 +105,16 @@ def test_a_late_reply_to_a_timed_out_request_is_skipped(fake_channel):
     assert not ch.abandoned
 
 
+def test_polling_for_a_reply_never_outlasts_the_limit(fake_channel):
+    ch = fake_channel("late")  # its first reply comes after 1.5 s
+    ch.spin = True  # as on CUDA: polls for up to SPIN_S (0.25 s) before sleeping
+    t0 = time.monotonic()
+    with pytest.raises(judge.CandidateFailed) as exc:
+        ch.call({"op": "ping", "seq": 0}, timeout_s=0.01)
+    assert exc.value.code == "TIMEOUT"
+    assert time.monotonic() - t0 < 0.2  # the poll used to run its full 0.25 s whatever the limit
+
+
 # ---- shared memory --------------------------------------------------------------------------
 def test_the_shared_memfd_cannot_be_resized():
     shm = judge.HostShared(torch, 1 << 20, pin=False)
