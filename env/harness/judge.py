@@ -916,8 +916,8 @@ class Judge:
             # machine while the reference was taken cannot buy a candidate slack
             flush_ref = min(self.pre_refs[1], base.get("flush_ref_ms", math.inf) / 1e3)
             comp["flush_ref_used_ms"] = flush_ref * 1e3
-            comp["flush_excess_ms"] = max(0.0, statistics.median(s[4] for s in samples) - flush_ref) * 1e3
-            comp["write_excess_ms"] = max(0.0, statistics.median(s[3] for s in samples) - self.pre_refs[0]) * 1e3
+            comp["flush_excess_ms"] = median_excess([s[4] for s in samples], flush_ref) * 1e3
+            comp["write_excess_ms"] = median_excess([s[3] for s in samples], self.pre_refs[0]) * 1e3
         cand_ms = charge(samples, base["overhead_ms"] / 1e3, base["fetch_ref_ms"] / 1e3,
                          base["stage_ref_ms"] / 1e3, flush_ref)
         comp["t_candidate_ms"] = statistics.median(cand_ms)
@@ -1087,11 +1087,15 @@ def charge(samples, ping_s, fetch_ref_s, stage_ref_s, flush_ref_s=None):
     the reference. Moving work into fewer than half the flushes gains nothing either: the figure
     paid is the median call. The trusted baselines pay no such term (their figures stay
     comparable with those measured before it). samples: (run, fetch, stage, write, flush) s."""
-    late = 0.0
-    if flush_ref_s is not None and samples:
-        late = max(0.0, statistics.median(s[4] for s in samples) - flush_ref_s)
+    late = median_excess([s[4] for s in samples], flush_ref_s) if flush_ref_s is not None and samples else 0.0
     return [max(r - ping_s + max(0.0, f - fetch_ref_s) + max(0.0, st - stage_ref_s) + late, 1e-6) * 1e3
             for r, f, st, _w, _fl in samples]
+
+
+def median_excess(values, ref):
+    """How far the median of values lies above ref (0 when below): the part of the judge's own
+    work a candidate pays for (charge), or is shown (write_excess_ms)."""
+    return max(0.0, statistics.median(values) - ref)
 
 
 def percentile(values, p):
