@@ -14,6 +14,8 @@ import argparse
 import importlib.util
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -50,7 +52,9 @@ class Server:
         env = dict(os.environ)
         if os.environ.get("KGYM_SERVER_LIBS"):  # carried shared libraries, for the server alone
             env["LD_LIBRARY_PATH"] = os.environ["KGYM_SERVER_LIBS"]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.log, cwd=REPO, env=env)
+        # its own process group, so that stop() ends it and whatever it started even when a case hangs
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.log, cwd=REPO, env=env,
+                                     start_new_session=True)
         self.port = None
         for _ in range(300):
             time.sleep(0.1)
@@ -73,8 +77,23 @@ class Server:
         return self.local.c
 
     def stop(self):
-        self.proc.terminate()
-        self.proc.wait(timeout=60)
+        """SIGTERM (the server drains and cleans its cgroups), SIGKILL to its process group after
+        20 s; then the server's log and evaluation logs go to $KGYM_EVAL_LOGS if set."""
+        if self.proc.poll() is None:
+            self.proc.terminate()  # a drain: in-flight steps finish first (a hung one never does)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        keep = os.environ.get("KGYM_EVAL_LOGS")
+        if keep:
+            Path(keep).mkdir(parents=True, exist_ok=True)
+            shutil.copy(self.state.parent / "server.log", Path(keep) / "server.log")
+            for log in self.state.glob("episodes/*/**/*.log"):
+                dst = Path(keep) / log.relative_to(self.state)
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(log, dst)
 
 
 def upload(c, ep, folder):
@@ -195,11 +214,19 @@ def run_exploit(srv, python, ex):
     check(stopped, f"{ex.name}: kgym pays {r} (expected {want}); {comp.get('checks_failed') or figures(comp)}")
 
 
+SERVER = None  # the Server, for timed_case's report
+
+
 def timed_case(name, case):
     print(f"  ...   {name}: started", flush=True)
     t0 = time.monotonic()
     try:
         case()
+    except Exception as exc:  # said at once: main() reports it only when it reaches this case
+        status = SERVER.proc.poll() if SERVER else None
+        print(f"  ...   {name}: raised {type(exc).__name__}: {str(exc)[-1500:]}"
+              f"{'' if status is None else f' (the server has exited, status {status})'}", flush=True)
+        raise
     finally:
         print(f"  ...   {name}: done in {time.monotonic() - t0:.0f} s", flush=True)
 
@@ -218,8 +245,10 @@ def main():
     global VARIANT
     VARIANT = args.variant
     parts = set(args.parts.split(","))
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:  # a killed server leaves mounts
         srv = Server(args.server, args.python, Path(tmp) / "state", args.eval_timeout)
+        global SERVER
+        SERVER = srv
         try:
             cases = []
             if "template" in parts and not args.only:
@@ -233,13 +262,15 @@ def main():
             skip = {x for x in args.skip.split(",") if x}
             cases = [c for c in cases if c[0] not in skip]
             print(f"eval_gpu: {len(cases)} cases, {args.jobs} at a time", flush=True)
-            with ThreadPoolExecutor(args.jobs) as pool:
-                for fut in [pool.submit(timed_case, name, case) for name, case in cases]:
-                    try:
-                        fut.result()
-                    except Exception as exc:  # one broken case never stops the others
-                        check(False, f"a case raised {type(exc).__name__}: {exc}")
+            pool = ThreadPoolExecutor(args.jobs)
+            for fut in [pool.submit(timed_case, name, case) for name, case in cases]:
+                try:
+                    fut.result()
+                except Exception as exc:  # one broken case never stops the others
+                    check(False, f"a case raised {type(exc).__name__}: {exc}")
+            pool.shutdown()
         finally:
+            # before the threads are joined: a hung case's request ends when the server does
             srv.stop()
     print(f"eval_gpu: {len(FAILURES)} failure(s)")
     for f in FAILURES:
@@ -248,4 +279,12 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # timeout(1) sends SIGINT or SIGTERM: both unwind main(), which stops the server
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        code = main()
+    except KeyboardInterrupt:
+        print("eval_gpu: interrupted", flush=True)
+        code = 130
+    sys.stdout.flush()
+    os._exit(code)  # hung case threads (if any) are not waited for
