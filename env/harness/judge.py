@@ -916,7 +916,9 @@ class Judge:
             # machine while the reference was taken cannot buy a candidate slack
             flush_ref = min(self.pre_refs[1], base.get("flush_ref_ms", math.inf) / 1e3)
             comp["flush_ref_used_ms"] = flush_ref * 1e3
-            comp["flush_excess_ms"] = median_excess([s[4] for s in samples], flush_ref) * 1e3
+            flushes = [s[4] for s in samples]
+            comp["flush_excess_ms"] = median_excess(flushes, flush_ref) * 1e3
+            comp["flush_charged_ms"] = median_excess(flushes, flush_ref * (1 + FLUSH_SLACK)) * 1e3
             comp["write_excess_ms"] = median_excess([s[3] for s in samples], self.pre_refs[0]) * 1e3
         cand_ms = charge(samples, base["overhead_ms"] / 1e3, base["fetch_ref_ms"] / 1e3,
                          base["stage_ref_ms"] / 1e3, flush_ref)
@@ -1082,12 +1084,13 @@ def charge(samples, ping_s, fetch_ref_s, stage_ref_s, flush_ref_s=None):
     (fetch) or the input copy before it (stage) took beyond a trusted runner's copies of the same
     bytes: work moved out of the timed call, before it or after it, is charged to it. A
     candidate's (flush_ref_s given) also pays, on every call, whatever its median L2 flush took
-    beyond the reference (pre_run_refs): GPU work queued before "run" delays the flush. Charged
-    on the median, not per call: per call, an honest candidate would pay the flush's noise above
+    beyond the reference and FLUSH_SLACK (pre_run_refs): GPU work queued before "run" delays the
+    flush. Charged on the median, not per call: per call, an honest candidate would pay the flush's noise above
     the reference. Moving work into fewer than half the flushes gains nothing either: the figure
     paid is the median call. The trusted baselines pay no such term (their figures stay
     comparable with those measured before it). samples: (run, fetch, stage, write, flush) s."""
-    late = median_excess([s[4] for s in samples], flush_ref_s) if flush_ref_s is not None and samples else 0.0
+    late = (median_excess([s[4] for s in samples], flush_ref_s * (1 + FLUSH_SLACK))
+            if flush_ref_s is not None and samples else 0.0)
     return [max(r - ping_s + max(0.0, f - fetch_ref_s) + max(0.0, st - stage_ref_s) + late, 1e-6) * 1e3
             for r, f, st, _w, _fl in samples]
 
@@ -1130,6 +1133,11 @@ CHUNK_ELEMS = 1 << 25  # elements compared at once: float64 temporaries of 256 M
 
 SHM_HEADROOM_MAX = 1 << 30  # shared memory beyond the planned inputs, at most (plan)
 PRE_RUN_REF_CALLS, PRE_RUN_REF_SKIP = 12, 3  # staged calls that time the judge's pre-run work, warm-ups
+# A candidate's median flush may exceed the flush reference by this fraction of it unpaid: on an
+# H100 (session 29) every honest bundled solution's median flush lay 1-5% (3-12 us of ~240 us)
+# above the reference, taken with no candidate kernels in flight; charging that would tax small
+# kernels most. Work hidden in the flush gains at most this much per call.
+FLUSH_SLACK = 0.05
 
 
 def chunk_pairs(g, w):

@@ -137,7 +137,8 @@ def test_the_shared_memfd_cannot_be_resized():
 def test_a_candidate_pays_for_a_flush_it_delayed():
     # (run, fetch, stage, write, flush) seconds; ping 0.1 ms, references 1 ms fetch, 2 ms stage
     honest = (0.0051, 0.001, 0.002, 0.0009, 0.0002)
-    early = (0.0002, 0.001, 0.002, 0.0009, 0.0051)  # its forward ran while the judge flushed
+    # its forward ran while the judge flushed: 4.9 ms beyond the reference and its slack (5%)
+    early = (0.0002, 0.001, 0.002, 0.0009, 0.00511)
     refs = (1e-4, 1e-3, 2e-3)
     assert judge.charge([honest] * 5, *refs, flush_ref_s=2e-4) == pytest.approx([5.0] * 5)
     assert judge.charge([early] * 5, *refs, flush_ref_s=2e-4) == pytest.approx([5.0] * 5)
@@ -154,9 +155,19 @@ def test_the_flush_is_charged_on_its_median_not_per_call():
     noisy = [(0.0051, 0.001, 0.002, 0.0009, fl) for fl in (1.5e-4, 1.8e-4, 2.0e-4, 2.2e-4, 2.5e-4)]
     assert judge.charge(noisy, *refs, flush_ref_s=2e-4) == pytest.approx([5.0] * 5)
     # work moved into 3 of 5 flushes moves the median flush: every call pays that excess
-    mixed = [(0.0002, 0.001, 0.002, 0.0009, 0.0051)] * 3 + [(0.0051, 0.001, 0.002, 0.0009, 0.0002)] * 2
+    mixed = [(0.0002, 0.001, 0.002, 0.0009, 0.00511)] * 3 + [(0.0051, 0.001, 0.002, 0.0009, 0.0002)] * 2
     ms = sorted(judge.charge(mixed, *refs, flush_ref_s=2e-4))
     assert ms[2] == pytest.approx(5.0)  # the median call, as paid
+
+
+def test_an_honest_shift_of_the_flush_within_the_slack_is_not_charged():
+    refs = (1e-4, 1e-3, 2e-3)
+    # an H100's honest candidates flushed 1-5% slower than the reference (session 29)
+    shifted = [(0.0051, 0.001, 0.002, 0.0009, 2e-4 * (1 + judge.FLUSH_SLACK) - 1e-7)] * 5
+    assert judge.charge(shifted, *refs, flush_ref_s=2e-4) == pytest.approx([5.0] * 5)
+    # beyond it, only what lies beyond the slack is paid
+    beyond = [(0.0051, 0.001, 0.002, 0.0009, 2e-4 * (1 + judge.FLUSH_SLACK) + 1e-3)] * 5
+    assert judge.charge(beyond, *refs, flush_ref_s=2e-4) == pytest.approx([6.0] * 5)
 
 
 class RecordingChannel:
