@@ -46,8 +46,9 @@ class Server:
         cmd = [binary, "serve", "--port", "0", "--state-dir", str(self.state), "--template", str(REPO / "env/template"),
                "--sandbox-profiles", str(REPO / "sandbox_profiles"), "--sandbox-python", python,
                "--harness", str(REPO / "env/harness"), "--tasks", str(REPO / "dataset/tasks"),
-               "--tasks", str(REPO / "tests/gpu/tasks"), "--tasks", str(REPO / "tests/harness/tasks"), "--quiet",
+               "--tasks", str(REPO / "tests/gpu/tasks"), "--tasks", str(REPO / "tests/harness/tasks"),
                "--idle-timeout", "0", "--eval-timeout", str(eval_timeout)]
+        # not --quiet: the per-request lines say what each case was doing if the server fails
         self.log = open(self.state.parent / "server.log", "w+")
         env = dict(os.environ)
         if os.environ.get("KGYM_SERVER_LIBS"):  # carried shared libraries, for the server alone
