@@ -8,7 +8,7 @@
   4. the CPU exploit suite's pure-Python cheats (tests/harness/exploits/ without C++ kernels),
      now on CUDA: each must get -1 from kgym.
 
-usage: eval_gpu.py [--python PY] [--server BIN] [--only NAME]   (needs root and a GPU)
+usage: eval_gpu.py [--python PY] [--server BIN] [--only NAME[,NAME...]]   (needs root and a GPU)
 """
 import argparse
 import importlib.util
@@ -145,10 +145,15 @@ def run_template(srv):
         print(text)
 
 
+def wanted(name, only):
+    """--only: comma-separated strings, a case runs if its name holds one of them ("" = all)."""
+    return not only or any(o and o in name for o in only.split(","))
+
+
 def solution_cases(srv, only):
     for sol in sorted((REPO / "solutions/bundled").iterdir()):
         meta = sol / "solution.json"
-        if meta.is_file() and (not only or only in sol.name):
+        if meta.is_file() and wanted(sol.name, only):
             yield sol.name, lambda sol=sol: run_solution(srv, sol)
 
 
@@ -178,7 +183,7 @@ def naive(python, model_py, workspace, ext_dir):
 def exploit_cases(srv, python, folder, only, pure_python_only=False):
     for ex in sorted(folder.iterdir()):
         meta_path = ex / "exploit.json"
-        if not meta_path.is_file() or (only and only not in ex.name):
+        if not meta_path.is_file() or not wanted(ex.name, only):
             continue
         if pure_python_only and any((ex / "kernels").glob("*.c*")):
             continue
@@ -237,7 +242,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--server", default=str(REPO / os.environ.get("KGYM_BUILD", "build") / "kgym-env"))
-    ap.add_argument("--only", default="", help="run the cases whose name holds this string")
+    ap.add_argument("--only", default="", help="run the cases whose name holds one of these comma-separated strings")
     ap.add_argument("--parts", default="template,solutions,gpu_exploits,cpu_exploits")
     ap.add_argument("--jobs", type=int, default=4, help="cases at once (the GPU lease serialises timing)")
     ap.add_argument("--variant", choices=["gpu", "cpu"], default="gpu")
