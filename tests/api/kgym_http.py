@@ -84,6 +84,11 @@ class Client:
                 if attempt == 0 and reused:
                     continue
                 raise
+            except BaseException:
+                # a timeout or a broken reply leaves the connection mid-request: every later
+                # request on it would fail at once (CannotSendRequest), so it goes
+                self.close()
+                raise
             headers_out = {k.lower(): v for k, v in r.getheaders()}
             if r.will_close:
                 self.close()
