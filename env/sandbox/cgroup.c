@@ -341,6 +341,34 @@ static void v2_move_all(const char *from, const char *to)
     }
 }
 
+/* "123 bash (S), 456 python3 (Z)": the first few processes left in dir, with their /proc state
+ * letter, for an error that says which processes would not move. */
+static void describe_pids(const char *dir, char *out, size_t cap)
+{
+    pid_t pids[6];
+    int n = read_pids(dir, pids, 6);
+    size_t len = 0;
+    out[0] = '\0';
+    for (int i = 0; i < n && len < cap; i++) {
+        char procdir[32], stat[256] = "", comm[64] = "?", state = '?';
+        snprintf(procdir, sizeof procdir, "/proc/%d", (int)pids[i]);
+        /* stat: "pid (comm) S ...": comm may hold spaces and ')', so the last ')' ends it */
+        if (read_at(procdir, "stat", stat, sizeof stat) > 0) {
+            char *open = strchr(stat, '('), *close = strrchr(stat, ')');
+            if (open && close && close > open) {
+                snprintf(comm, sizeof comm, "%.*s", (int)(close - open - 1), open + 1);
+                if (close[1] == ' ' && close[2])
+                    state = close[2];
+            }
+        }
+        int w = snprintf(out + len, cap - len, "%s%d %s (%c)", i ? ", " : "", (int)pids[i], comm,
+                         state);
+        if (w < 0)
+            break;
+        len += (size_t)w;
+    }
+}
+
 /* Records how to undo what was added in base: "+memory +pids" -> "-memory -pids". */
 static void v2_note_undo(sbx_cg_host *h, const char *added)
 {
@@ -394,8 +422,11 @@ static int v2_enable_base(sbx_cg_host *h, const char *base, const char *name, co
         v2_note_undo(h, added);
         return 0;
     }
-    set_err(err, cap, "cgroup v2: enabling %s in %s: %s (processes that cannot move?)", want, base,
-            strerror(errno));
+    int enable_errno = errno;
+    char left[256];
+    describe_pids(base, left, sizeof left);
+    set_err(err, cap, "cgroup v2: enabling %s in %s: %s (processes that would not move: %s)", want,
+            base, strerror(enable_errno), left[0] ? left : "none listed");
     v2_undo_base(h);
     h->v2_server_leaf[0] = h->v2_undo[0] = '\0';
     return -1;
