@@ -11,6 +11,7 @@
 usage: eval_gpu.py [--python PY] [--server BIN] [--only NAME[,NAME...]]   (needs root and a GPU)
 """
 import argparse
+import ctypes
 import importlib.util
 import json
 import os
@@ -40,6 +41,12 @@ def check(cond, what):
             FAILURES.append(what)
 
 
+def term_with_parent():
+    """In the server's child before exec: SIGTERM (its drain) when this script dies, even by
+    SIGKILL, so that no server outlives the call (an orphan kept its cgroup leaf busy)."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 class Server:
     def __init__(self, binary, python, state, eval_timeout=900):
         self.state = Path(state)
@@ -55,7 +62,7 @@ class Server:
             env["LD_LIBRARY_PATH"] = os.environ["KGYM_SERVER_LIBS"]
         # its own process group, so that stop() ends it and whatever it started even when a case hangs
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.log, cwd=REPO, env=env,
-                                     start_new_session=True)
+                                     start_new_session=True, preexec_fn=term_with_parent)
         self.port = None
         for _ in range(300):
             time.sleep(0.1)
