@@ -38,6 +38,7 @@ import sys
 import threading
 import time
 import traceback
+from typing import NamedTuple
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import scan  # noqa: E402
@@ -690,7 +691,7 @@ class Judge:
             # overfill an 80 GB card (want lives on in track["prev"] where tracking needs it)
             x = want = got = None
             if i >= warm:
-                samples.append((t_run, t_fetch, t_stage, t_write, t_flush))
+                samples.append(Sample(t_run, t_fetch, t_stage, t_write, t_flush))
                 dev = reply.get("device_ms")
                 if isinstance(dev, (int, float)) and math.isfinite(dev):
                     self.reported_device_ms.append(float(dev))
@@ -916,10 +917,10 @@ class Judge:
             # machine while the reference was taken cannot buy a candidate slack
             flush_ref = min(self.pre_refs[1], base.get("flush_ref_ms", math.inf) / 1e3)
             comp["flush_ref_used_ms"] = flush_ref * 1e3
-            flushes = [s[4] for s in samples]
+            flushes = [s.flush for s in samples]
             comp["flush_excess_ms"] = median_excess(flushes, flush_ref) * 1e3
             comp["flush_charged_ms"] = median_excess(flushes, flush_ref * (1 + FLUSH_SLACK)) * 1e3
-            comp["write_excess_ms"] = median_excess([s[3] for s in samples], self.pre_refs[0]) * 1e3
+            comp["write_excess_ms"] = median_excess([s.write for s in samples], self.pre_refs[0]) * 1e3
         cand_ms = charge(samples, base["overhead_ms"] / 1e3, base["fetch_ref_ms"] / 1e3,
                          base["stage_ref_ms"] / 1e3, flush_ref)
         comp["t_candidate_ms"] = statistics.median(cand_ms)
@@ -1039,13 +1040,13 @@ class Judge:
             samples = self.timed(eager, check_calls=BASELINE_CHECKED_CALLS)
         except CandidateFailed as exc:
             raise Infra(f"the eager baseline failed: {exc}")
-        fetch_ref = statistics.median(s[1] for s in samples)
-        stage_ref = statistics.median(s[2] for s in samples)
+        fetch_ref = statistics.median(s.fetch for s in samples)
+        stage_ref = statistics.median(s.stage for s in samples)
         ms = charge(samples, ping, fetch_ref, stage_ref)
         base.update({"overhead_ms": ping * 1e3, "fetch_ref_ms": fetch_ref * 1e3, "stage_ref_ms": stage_ref * 1e3,
                      "t_eager_ms": statistics.median(ms), "spread_eager": spread(ms)})
         if self.flush_buf is not None:  # a candidate's flush reference, at most this (profile)
-            base["flush_ref_ms"] = percentile([s[4] for s in samples], 75) * 1e3
+            base["flush_ref_ms"] = percentile([s.flush for s in samples], 75) * 1e3
 
     def time_compile(self, comp, base):
         try:
@@ -1088,11 +1089,13 @@ def charge(samples, ping_s, fetch_ref_s, stage_ref_s, flush_ref_s=None):
     flush. Charged on the median, not per call: per call, an honest candidate would pay the flush's noise above
     the reference. Moving work into fewer than half the flushes gains nothing either: the figure
     paid is the median call. The trusted baselines pay no such term (their figures stay
-    comparable with those measured before it). samples: (run, fetch, stage, write, flush) s."""
-    late = (median_excess([s[4] for s in samples], flush_ref_s * (1 + FLUSH_SLACK))
+    comparable with those measured before it). samples: Samples, or plain (run, fetch, stage,
+    write, flush) tuples in seconds."""
+    samples = [Sample(*s) for s in samples]
+    late = (median_excess([s.flush for s in samples], flush_ref_s * (1 + FLUSH_SLACK))
             if flush_ref_s is not None and samples else 0.0)
-    return [max(r - ping_s + max(0.0, f - fetch_ref_s) + max(0.0, st - stage_ref_s) + late, 1e-6) * 1e3
-            for r, f, st, _w, _fl in samples]
+    return [max(s.run - ping_s + max(0.0, s.fetch - fetch_ref_s) + max(0.0, s.stage - stage_ref_s) + late,
+                1e-6) * 1e3 for s in samples]
 
 
 def median_excess(values, ref):
@@ -1138,6 +1141,16 @@ PRE_RUN_REF_CALLS, PRE_RUN_REF_SKIP = 12, 3  # staged calls that time the judge'
 # above the reference, taken with no candidate kernels in flight; charging that would tax small
 # kernels most. Work hidden in the flush gains at most this much per call.
 FLUSH_SLACK = 0.05
+
+
+class Sample(NamedTuple):
+    """One timed call, in seconds: the run round trip, the output copy after it (fetch), the input
+    copy before it (stage), the judge's writes of the inputs, and its L2 flush (0 on a CPU)."""
+    run: float
+    fetch: float
+    stage: float
+    write: float
+    flush: float
 
 
 def chunk_pairs(g, w):
