@@ -1086,9 +1086,9 @@ def charge(samples, ping_s, fetch_ref_s, stage_ref_s, flush_ref_s=None):
     bytes: work moved out of the timed call, before it or after it, is charged to it. A
     candidate's (flush_ref_s given) also pays, on every call, whatever its median L2 flush took
     beyond the reference and FLUSH_SLACK (pre_run_refs): GPU work queued before "run" delays the
-    flush. Charged on the median, not per call: per call, an honest candidate would pay the flush's noise above
-    the reference. Moving work into fewer than half the flushes gains nothing either: the figure
-    paid is the median call. The trusted baselines pay no such term (their figures stay
+    flush. Charged on the median, not per call: per call, an honest candidate would pay the
+    flush's noise above the reference. Moving work into fewer than half the flushes gains nothing
+    either: the figure paid is the median call. The trusted baselines pay no such term (their figures stay
     comparable with those measured before it). samples: Samples, or plain (run, fetch, stage,
     write, flush) tuples in seconds."""
     samples = [Sample(*s) for s in samples]
@@ -1145,7 +1145,8 @@ FLUSH_SLACK = 0.05
 
 class Sample(NamedTuple):
     """One timed call, in seconds: the run round trip, the output copy after it (fetch), the input
-    copy before it (stage), the judge's writes of the inputs, and its L2 flush (0 on a CPU)."""
+    copy before it (stage), the judge's writes of the inputs, and its L2 flush (none on a CPU: the
+    time of an empty call)."""
     run: float
     fetch: float
     stage: float
