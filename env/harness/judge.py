@@ -919,7 +919,7 @@ class Judge:
             comp["flush_ref_used_ms"] = flush_ref * 1e3
             flushes = [s.flush for s in samples]
             comp["flush_excess_ms"] = median_excess(flushes, flush_ref) * 1e3
-            comp["flush_charged_ms"] = median_excess(flushes, flush_ref * (1 + FLUSH_SLACK)) * 1e3
+            comp["flush_charged_ms"] = flush_charge(flushes, flush_ref) * 1e3
             comp["write_excess_ms"] = median_excess([s.write for s in samples], self.pre_refs[0]) * 1e3
         cand_ms = charge(samples, base["overhead_ms"] / 1e3, base["fetch_ref_ms"] / 1e3,
                          base["stage_ref_ms"] / 1e3, flush_ref)
@@ -1088,14 +1088,17 @@ def charge(samples, ping_s, fetch_ref_s, stage_ref_s, flush_ref_s=None):
     beyond the reference and FLUSH_SLACK (pre_run_refs): GPU work queued before "run" delays the
     flush. Charged on the median, not per call: per call, an honest candidate would pay the
     flush's noise above the reference. Moving work into fewer than half the flushes gains nothing
-    either: the figure paid is the median call. The trusted baselines pay no such term (their figures stay
-    comparable with those measured before it). samples: Samples, or plain (run, fetch, stage,
-    write, flush) tuples in seconds."""
-    samples = [Sample(*s) for s in samples]
-    late = (median_excess([s.flush for s in samples], flush_ref_s * (1 + FLUSH_SLACK))
-            if flush_ref_s is not None and samples else 0.0)
+    either: the figure paid is the median call. The trusted baselines pay no such term (their
+    figures stay comparable with those measured before it). samples: Samples."""
+    late = flush_charge([s.flush for s in samples], flush_ref_s) if flush_ref_s is not None and samples else 0.0
     return [max(s.run - ping_s + max(0.0, s.fetch - fetch_ref_s) + max(0.0, s.stage - stage_ref_s) + late,
                 1e-6) * 1e3 for s in samples]
+
+
+def flush_charge(flushes, ref):
+    """What a candidate pays per call for its flushes: their median's excess over the reference
+    and its slack (FLUSH_SLACK)."""
+    return median_excess(flushes, ref * (1 + FLUSH_SLACK))
 
 
 def median_excess(values, ref):

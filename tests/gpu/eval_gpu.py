@@ -86,7 +86,8 @@ class Server:
 
     def stop(self):
         """SIGTERM (the server drains and cleans its cgroups), SIGKILL to its process group after
-        20 s; then the server's log and evaluation logs go to $KGYM_EVAL_LOGS if set."""
+        20 s; then the server's log and each episode's trajectory (every step's result) go to
+        $KGYM_EVAL_LOGS if set."""
         if self.proc.poll() is None:
             self.proc.terminate()  # a drain: in-flight steps finish first (a hung one never does)
             try:
@@ -98,7 +99,7 @@ class Server:
         if keep:
             Path(keep).mkdir(parents=True, exist_ok=True)
             shutil.copy(self.state.parent / "server.log", Path(keep) / "server.log")
-            for log in self.state.glob("episodes/*/**/*.log"):
+            for log in self.state.glob("episodes/*/trajectory.jsonl"):
                 dst = Path(keep) / log.relative_to(self.state)
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy(log, dst)
@@ -228,16 +229,13 @@ def run_exploit(srv, python, ex):
     check(stopped, f"{ex.name}: kgym pays {r} (expected {want}); {comp.get('checks_failed') or figures(comp)}")
 
 
-SERVER = None  # the Server, for timed_case's report
-
-
-def timed_case(name, case):
+def timed_case(srv, name, case):
     print(f"  ...   {name}: started", flush=True)
     t0 = time.monotonic()
     try:
         case()
     except Exception as exc:  # said at once: main() reports it only when it reaches this case
-        status = SERVER.proc.poll() if SERVER else None
+        status = srv.proc.poll()
         print(f"  ...   {name}: raised {type(exc).__name__}: {str(exc)[-1500:]}"
               f"{'' if status is None else f' (the server has exited, status {status})'}", flush=True)
         raise
@@ -261,8 +259,6 @@ def main():
     parts = set(args.parts.split(","))
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:  # a killed server leaves mounts
         srv = Server(args.server, args.python, Path(tmp) / "state", args.eval_timeout)
-        global SERVER
-        SERVER = srv
         try:
             cases = []
             if "template" in parts and not args.only:
@@ -277,7 +273,7 @@ def main():
             cases = [c for c in cases if c[0] not in skip]
             print(f"eval_gpu: {len(cases)} cases, {args.jobs} at a time", flush=True)
             pool = ThreadPoolExecutor(args.jobs)
-            for fut in [pool.submit(timed_case, name, case) for name, case in cases]:
+            for fut in [pool.submit(timed_case, srv, name, case) for name, case in cases]:
                 try:
                     fut.result()
                 except Exception as exc:  # one broken case never stops the others

@@ -136,15 +136,15 @@ def test_the_shared_memfd_cannot_be_resized():
 # ---- the charge for work queued before "run" -------------------------------------------------
 def test_a_candidate_pays_for_a_flush_it_delayed():
     # (run, fetch, stage, write, flush) seconds; ping 0.1 ms, references 1 ms fetch, 2 ms stage
-    honest = (0.0051, 0.001, 0.002, 0.0009, 0.0002)
+    honest = judge.Sample(0.0051, 0.001, 0.002, 0.0009, 0.0002)
     # its forward ran while the judge flushed: 4.9 ms beyond the reference and its slack (5%)
-    early = (0.0002, 0.001, 0.002, 0.0009, 0.00511)
+    early = judge.Sample(0.0002, 0.001, 0.002, 0.0009, 0.00511)
     refs = (1e-4, 1e-3, 2e-3)
     assert judge.charge([honest] * 5, *refs, flush_ref_s=2e-4) == pytest.approx([5.0] * 5)
     assert judge.charge([early] * 5, *refs, flush_ref_s=2e-4) == pytest.approx([5.0] * 5)
     # a trusted baseline pays no flush term; a flush shorter than the reference earns nothing
     assert judge.charge([early], *refs) == pytest.approx([0.1])
-    quick = (0.0051, 0.001, 0.002, 0.0009, 0.0001)
+    quick = judge.Sample(0.0051, 0.001, 0.002, 0.0009, 0.0001)
     assert judge.charge([quick], *refs, flush_ref_s=2e-4) == pytest.approx([5.0])
 
 
@@ -152,10 +152,11 @@ def test_the_flush_is_charged_on_its_median_not_per_call():
     refs = (1e-4, 1e-3, 2e-3)
     # an honest candidate's flushes scatter around the reference: per call, the ones above it
     # would be charged and the ones below earn nothing; on the median, nothing is charged
-    noisy = [(0.0051, 0.001, 0.002, 0.0009, fl) for fl in (1.5e-4, 1.8e-4, 2.0e-4, 2.2e-4, 2.5e-4)]
+    noisy = [judge.Sample(0.0051, 0.001, 0.002, 0.0009, fl) for fl in (1.5e-4, 1.8e-4, 2.0e-4, 2.2e-4, 2.5e-4)]
     assert judge.charge(noisy, *refs, flush_ref_s=2e-4) == pytest.approx([5.0] * 5)
     # work moved into 3 of 5 flushes moves the median flush: every call pays that excess
-    mixed = [(0.0002, 0.001, 0.002, 0.0009, 0.00511)] * 3 + [(0.0051, 0.001, 0.002, 0.0009, 0.0002)] * 2
+    mixed = ([judge.Sample(0.0002, 0.001, 0.002, 0.0009, 0.00511)] * 3
+             + [judge.Sample(0.0051, 0.001, 0.002, 0.0009, 0.0002)] * 2)
     ms = sorted(judge.charge(mixed, *refs, flush_ref_s=2e-4))
     assert ms[2] == pytest.approx(5.0)  # the median call, as paid
 
@@ -163,10 +164,10 @@ def test_the_flush_is_charged_on_its_median_not_per_call():
 def test_an_honest_shift_of_the_flush_within_the_slack_is_not_charged():
     refs = (1e-4, 1e-3, 2e-3)
     # an H100's honest candidates flushed 1-5% slower than the reference (session 29)
-    shifted = [(0.0051, 0.001, 0.002, 0.0009, 2e-4 * (1 + judge.FLUSH_SLACK) - 1e-7)] * 5
+    shifted = [judge.Sample(0.0051, 0.001, 0.002, 0.0009, 2e-4 * (1 + judge.FLUSH_SLACK) - 1e-7)] * 5
     assert judge.charge(shifted, *refs, flush_ref_s=2e-4) == pytest.approx([5.0] * 5)
     # beyond it, only what lies beyond the slack is paid
-    beyond = [(0.0051, 0.001, 0.002, 0.0009, 2e-4 * (1 + judge.FLUSH_SLACK) + 1e-3)] * 5
+    beyond = [judge.Sample(0.0051, 0.001, 0.002, 0.0009, 2e-4 * (1 + judge.FLUSH_SLACK) + 1e-3)] * 5
     assert judge.charge(beyond, *refs, flush_ref_s=2e-4) == pytest.approx([6.0] * 5)
 
 
