@@ -32,6 +32,8 @@ spec.loader.exec_module(kgym_http)
 
 FAILURES = []
 LOCK = threading.Lock()
+FINISHED = set()  # names of the cases that ended (passed, failed or raised)
+ALL_CASES = []  # in the order they were queued
 
 
 def check(cond, what):
@@ -240,6 +242,8 @@ def timed_case(srv, name, case):
               f"{'' if status is None else f' (the server has exited, status {status})'}", flush=True)
         raise
     finally:
+        with LOCK:
+            FINISHED.add(name)
         print(f"  ...   {name}: done in {time.monotonic() - t0:.0f} s", flush=True)
 
 
@@ -272,6 +276,7 @@ def main():
             skip = {x for x in args.skip.split(",") if x}
             cases = [c for c in cases if c[0] not in skip]
             print(f"eval_gpu: {len(cases)} cases, {args.jobs} at a time", flush=True)
+            ALL_CASES[:] = [name for name, _ in cases]
             pool = ThreadPoolExecutor(args.jobs)
             for fut in [pool.submit(timed_case, srv, name, case) for name, case in cases]:
                 try:
@@ -279,6 +284,13 @@ def main():
                 except Exception as exc:  # one broken case never stops the others
                     check(False, f"a case raised {type(exc).__name__}: {exc}")
             pool.shutdown()
+        except KeyboardInterrupt:
+            # out of time (timeout(1)): said before the stop, which makes the cases in flight raise
+            with LOCK:
+                unfinished = [n for n in ALL_CASES if n not in FINISHED]
+            print(f"eval_gpu: interrupted; {len(unfinished)} case(s) had not ended: {', '.join(unfinished)}",
+                  flush=True)
+            raise
         finally:
             # before the threads are joined: a hung case's request ends when the server does
             srv.stop()
@@ -294,7 +306,7 @@ if __name__ == "__main__":
     try:
         code = main()
     except KeyboardInterrupt:
-        print("eval_gpu: interrupted", flush=True)
+        print("eval_gpu: interrupted; the server was stopped", flush=True)
         code = 130
     sys.stdout.flush()
     os._exit(code)  # hung case threads (if any) are not waited for
