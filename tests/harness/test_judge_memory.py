@@ -1,7 +1,9 @@
 """The judge's memory for KernelBench's largest tasks (6-7 GB tensors on an 80 GB card): the
 shared memory holds the planned weights, outputs and inputs once, plus headroom for larger
 inputs capped at SHM_HEADROOM_MAX; a trusted baseline's outputs are compared in place, a
-candidate's copied first. On the CPU (host shared memory), with a reference of known sizes."""
+candidate's copied first; the reference runs on the drawn inputs themselves (no copy), which are
+then drawn again from their seed, unless a second draw differs. On the CPU (host shared memory),
+with references of known sizes."""
 import importlib.util
 import sys
 from pathlib import Path
@@ -118,3 +120,75 @@ def test_the_timing_loop_copies_a_candidates_outputs_and_reads_a_baselines_in_pl
     reads.clear()
     j.timed(FakeChannel(), check_calls=2)  # a trusted baseline: the first 2 read in place
     assert reads == [False, False], reads
+
+
+# A reference that changes its input in place: run on the draw itself (no copy), it must still
+# give the outputs of the untouched inputs, and the inputs handed on are a clean second draw.
+IN_PLACE_REFERENCE = '''
+import random
+import torch
+
+class Model(torch.nn.Module):
+    def forward(self, x, k):
+        x.mul_(2.0)
+        return x + k
+
+def get_inputs():
+    return [torch.randn(128, 64), 3]
+
+def get_init_inputs():
+    return []
+'''
+
+# get_inputs drawing from Python's own generator, which the judge does not seed: a second draw
+# from the same seed differs, and the reference must then be of the draw handed on.
+UNSEEDED_REFERENCE = IN_PLACE_REFERENCE.replace("torch.randn(128, 64)", "torch.randn(128, 64) + random.random()")
+
+
+def judge_for(tmp_path, code):
+    ref = tmp_path / "model.py"
+    ref.write_text(code)
+    j = judge.Judge({"reference": str(ref), "seed": 11, "device": "cpu", "data_path": "host"})
+    j.ref_model = j.ref_mod.Model()
+    return j
+
+
+def test_the_reference_runs_on_the_draw_itself_and_the_inputs_are_drawn_again(tmp_path, monkeypatch):
+    j = judge_for(tmp_path, IN_PLACE_REFERENCE)
+    copies = []
+    real = j.reference
+    monkeypatch.setattr(j, "reference", lambda w, x, copy_inputs=True: copies.append(copy_inputs) or real(w, x, copy_inputs))
+    x, want = j.inputs_and_reference({})
+    assert copies == [False]  # no copy of the inputs was made
+    assert "inputs_redrawn_differ" not in j.components
+    assert x[1] == 3
+    assert torch.equal(want[0], x[0] * 2.0 + 3)  # the untouched draw's outputs
+    # the same seed sequence as before: the next draw is the one fresh_inputs would make next
+    j2 = judge_for(tmp_path, IN_PLACE_REFERENCE)
+    assert torch.equal(j2.fresh_inputs()[0], x[0])
+
+
+def test_a_draw_not_from_torchs_seed_is_noticed_and_its_reference_recomputed(tmp_path):
+    j = judge_for(tmp_path, UNSEEDED_REFERENCE)
+    x, want = j.inputs_and_reference({})
+    assert j.components.get("inputs_redrawn_differ") is True
+    assert torch.equal(want[0], x[0] * 2.0 + 3)
+    assert float(x[0].abs().sum()) > 0  # the reference worked on a copy: x handed on is intact
+
+
+def test_input_samples_tell_draws_apart(tmp_path):
+    a = [torch.arange(10.0), 5]
+    s = judge.input_sample(torch, a)
+    assert judge.same_sample(torch, s, judge.input_sample(torch, [torch.arange(10.0), 5]))
+    assert not judge.same_sample(torch, s, judge.input_sample(torch, [torch.arange(10.0) + 1, 5]))
+    assert not judge.same_sample(torch, s, judge.input_sample(torch, [torch.arange(10.0), 6]))
+    assert not judge.same_sample(torch, s, judge.input_sample(torch, [torch.arange(11.0), 5]))
+    assert not judge.same_sample(torch, s, judge.input_sample(torch, [torch.arange(10), 5]))  # dtype
+    nan = torch.tensor([float("nan"), 1.0])
+    assert judge.same_sample(torch, judge.input_sample(torch, [nan]), judge.input_sample(torch, [nan.clone()]))
+    assert judge.input_sample(torch, [torch.ones(4, 4).t()[:, :2]]) is None  # not contiguous: no sample
+    big = torch.zeros(1 << 20)
+    other = big.clone()
+    other[-(1 << 4)] = 1.0  # on the sample's stride
+    assert len(judge.input_sample(torch, [big])[0][3]) <= judge.INPUT_SAMPLE_ELEMS + 1
+    assert not judge.same_sample(torch, judge.input_sample(torch, [big]), judge.input_sample(torch, [other]))
