@@ -38,6 +38,7 @@ import sys
 import threading
 import time
 import traceback
+import weakref
 from typing import NamedTuple
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -353,6 +354,7 @@ class Judge:
         self.ref_mod = load_reference(job["reference"])
         self.init_args = list(self.ref_mod.get_init_inputs())
         self.flush_buf = None
+        self.inputs_kept = False  # inputs_and_reference: a task's drawn tensors outlive their draw
         self.pre_refs = None  # (write_s, flush_s): pre_run_refs, for a candidate's timing
         if self.device == "cuda":
             torch.cuda.init()
@@ -382,13 +384,16 @@ class Judge:
         with ctx:
             values = list(self.ref_mod.get_inputs())
         out = []
-        for v in values:
+        for i, v in enumerate(values):
+            values[i] = None  # each drawn tensor is held once: GPU memory (a probe's draw)
             if isinstance(v, torch.Tensor):
                 v = v.to(self.device)
                 if probe and v.is_floating_point():
                     # mixed-sign, wider inputs than the task's own distribution: catches answers
-                    # that only hold on it (the identity for ReLU on U[0,1), closed-form means)
-                    v = torch.randn_like(v) * max(1.0, float(v.abs().amax()))
+                    # that only hold on it (the identity for ReLU on U[0,1), closed-form means);
+                    # scaled in place, the task's draw gone first (2 input-sized tensors at most)
+                    scale = max(1.0, float(v.abs().amax()))
+                    v = torch.randn_like(v).mul_(scale)
             out.append(v)
         return out
 
@@ -417,11 +422,20 @@ class Judge:
         second time: the samples differ, and the reference runs again on a copy of that draw."""
         seed = self.new_seed()
         x = self.fresh_inputs(probe=probe, seed=seed)
-        drawn = input_sample(self.torch, x)
+        drawn = None if self.inputs_kept else input_sample(self.torch, x)
+        if drawn is None:  # not to be drawn twice (see input_sample, inputs_kept): a copy, as before
+            return x, self.reference(weights, x)
+        kept = [weakref.ref(t) for t in x if isinstance(t, self.torch.Tensor)]
         want = self.reference(weights, x, copy_inputs=False)
         x = None
+        if outlived(self.torch, kept, want):
+            # a drawn tensor outlived the draw (a get_inputs returning a tensor it keeps, or a
+            # reference keeping its input): what the reference did to it in place may show in
+            # the next draws, so every later reference runs on a copy
+            self.inputs_kept = True
+            self.components["inputs_kept_by_task"] = True
         x = self.fresh_inputs(probe=probe, seed=seed)
-        if drawn is None or not same_sample(self.torch, drawn, input_sample(self.torch, x)):
+        if not same_sample(self.torch, drawn, input_sample(self.torch, x)):
             self.components["inputs_redrawn_differ"] = True
             want = None
             want = self.reference(weights, x)
@@ -605,7 +619,7 @@ class Judge:
                 diffs.append(diff_norm(self.torch, want, prev))
             prev = want
             del got
-        del prev
+        want = prev = None  # GPU memory: the probe draws its own
         self.tracking(diffs, norms, errs)
         if self.job.get("probe", True):
             self.probe(ch)
@@ -1181,43 +1195,56 @@ class Sample(NamedTuple):
     flush: float
 
 
+def outlived(torch, refs, outputs):
+    """Whether a tensor of refs (weak references) is still alive other than as (memory of) one
+    of outputs: a reference returning its input, changed in place or not, keeps it legitimately."""
+    ours = {t.untyped_storage().data_ptr() for t in outputs if t.numel()}
+    for r in refs:
+        t = r()
+        if t is not None and (not t.numel() or t.untyped_storage().data_ptr() not in ours):
+            return True
+    return False
+
+
 INPUT_SAMPLE_ELEMS = 1 << 16  # elements of each input tensor compared between two draws
 
 
 def input_sample(torch, values):
-    """A small, exact sample of a draw of inputs: each tensor's shape, dtype and evenly spaced
-    elements, the other values as they are. Two draws from one seed that sample alike are taken
-    as the same draw (different random draws differ nearly everywhere). None when a tensor is
-    not contiguous (sampled without a copy only then)."""
-    sample = []
+    """A small sample of a draw of inputs, bit for bit: each tensor's shape, dtype and evenly
+    spaced elements (INPUT_SAMPLE_ELEMS of them), every non-tensor value as it is. Two draws from
+    one seed that sample alike are taken as the same draw: random draws that differ, differ
+    nearly everywhere (a draw differing only between the sampled elements would pass). None
+    when the draw cannot be drawn again in place of a copy: a tensor not contiguous (sampled
+    only so without a copy; an expanded one cannot be written in place), or two sharing memory
+    (the runner gets them apart, a reference changing one in place would change both)."""
+    sample, storages = [], set()
     for v in values:
         if isinstance(v, torch.Tensor):
             if not v.is_contiguous():
                 return None
-            flat = v.view(-1)
+            if v.numel():
+                storage = v.untyped_storage().data_ptr()
+                if storage in storages:
+                    return None
+                storages.add(storage)
+            flat = v.reshape(-1)  # a view: contiguous
             step = max(1, flat.numel() // INPUT_SAMPLE_ELEMS)
-            sample.append(("tensor", tuple(v.shape), v.dtype, flat[::step].clone()))
+            bits = flat[::step].clone().view(torch.uint8)  # a copy; NaNs, -0.0, float8 compare exactly
+            sample.append(("tensor", tuple(v.shape), v.dtype, bits))
         else:
             sample.append(("value", v))
     return sample
 
 
 def same_sample(torch, a, b):
-    """Whether two input_samples are alike (NaNs where the other has NaNs count as alike)."""
+    """Whether two input_samples are alike."""
     if b is None or len(a) != len(b):
         return False
     for x, y in zip(a, b):
         if x[0] != y[0]:
             return False
         if x[0] == "tensor":
-            if x[1:3] != y[1:3]:
-                return False
-            tx, ty = x[3], y[3]
-            if tx.is_floating_point() or tx.is_complex():
-                if not torch.equal(tx.isnan(), ty.isnan()):
-                    return False
-                tx, ty = tx.nan_to_num(0.0), ty.nan_to_num(0.0)
-            if not torch.equal(tx, ty):
+            if x[1:3] != y[1:3] or not torch.equal(x[3], y[3]):
                 return False
             continue
         try:

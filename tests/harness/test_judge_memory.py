@@ -172,8 +172,7 @@ def test_a_draw_not_from_torchs_seed_is_noticed_and_its_reference_recomputed(tmp
     j = judge_for(tmp_path, UNSEEDED_REFERENCE)
     x, want = j.inputs_and_reference({})
     assert j.components.get("inputs_redrawn_differ") is True
-    assert torch.equal(want[0], x[0] * 2.0 + 3)
-    assert float(x[0].abs().sum()) > 0  # the reference worked on a copy: x handed on is intact
+    assert torch.equal(want[0], x[0] * 2.0 + 3)  # of x as handed on: the reference ran on a copy
 
 
 def test_input_samples_tell_draws_apart(tmp_path):
@@ -190,5 +189,88 @@ def test_input_samples_tell_draws_apart(tmp_path):
     big = torch.zeros(1 << 20)
     other = big.clone()
     other[-(1 << 4)] = 1.0  # on the sample's stride
-    assert len(judge.input_sample(torch, [big])[0][3]) <= judge.INPUT_SAMPLE_ELEMS + 1
+    assert len(judge.input_sample(torch, [big])[0][3]) <= (judge.INPUT_SAMPLE_ELEMS + 1) * big.element_size()  # bytes
     assert not judge.same_sample(torch, judge.input_sample(torch, [big]), judge.input_sample(torch, [other]))
+
+
+def reference_with(get_inputs, forward="x.mul_(2.0)\n        return x + k", extra=""):
+    return f"""
+import torch
+{extra}
+class Model(torch.nn.Module):
+    def forward(self, x, k):
+        {forward}
+
+def get_inputs():
+    return {get_inputs}
+
+def get_init_inputs():
+    return []
+"""
+
+
+def copies_asked(j, monkeypatch):
+    copies = []
+    real = j.reference
+    monkeypatch.setattr(j, "reference", lambda w, x, copy_inputs=True: copies.append(copy_inputs) or real(w, x, copy_inputs))
+    return copies
+
+
+def test_aliased_inputs_are_not_drawn_twice(tmp_path, monkeypatch):
+    # one tensor twice: the runner gets two copies, so the reference must not change both at once
+    j = judge_for(tmp_path, reference_with("[t, t] if (t := torch.randn(8, 8)) is not None else None",
+                                           forward="x.mul_(2.0)\n        return x + k"))
+    copies = copies_asked(j, monkeypatch)
+    x, want = j.inputs_and_reference({})
+    assert copies == [True]
+    assert torch.equal(want[0], x[0] * 3.0)
+
+
+def test_expanded_inputs_are_not_changed_in_place(tmp_path, monkeypatch):
+    j = judge_for(tmp_path, reference_with("[torch.randn(1, 64).expand(128, 64), 1.0]",
+                                           forward="return x.add_(k)"))
+    copies = copies_asked(j, monkeypatch)
+    x, want = j.inputs_and_reference({})  # in place on the expanded draw itself would raise
+    assert copies == [True]
+    assert torch.equal(want[0], x[0] + 1.0)
+
+
+def test_a_tensor_the_task_keeps_is_noticed_and_later_references_run_on_copies(tmp_path):
+    j = judge_for(tmp_path, reference_with("[CACHE, 3]", extra="CACHE = torch.randn(16, 16)"))
+    x, want = j.inputs_and_reference({})
+    assert j.components.get("inputs_kept_by_task") is True
+    assert torch.equal(want[0], x[0] * 2.0 + 3)  # consistent with what the runner gets
+    after_first = j.ref_mod.CACHE.clone()
+    x, want = j.inputs_and_reference({})
+    assert torch.equal(j.ref_mod.CACHE, after_first)  # no longer changed in place
+    assert torch.equal(want[0], x[0] * 2.0 + 3)
+
+
+def test_a_reference_returning_its_input_changed_in_place_is_not_taken_for_a_kept_one(tmp_path, monkeypatch):
+    j = judge_for(tmp_path, reference_with("[torch.randn(32, 32), 0]", forward="return x.mul_(2.0)"))
+    copies = copies_asked(j, monkeypatch)
+    for _ in range(3):
+        x, want = j.inputs_and_reference({})
+        assert torch.equal(want[0], x[0] * 2.0)
+    assert copies == [False] * 3
+    assert "inputs_kept_by_task" not in j.components and "inputs_redrawn_differ" not in j.components
+
+
+def test_a_probe_draw_is_the_same_as_before(tmp_path):
+    # scaled in place now (GPU memory): the same numbers as randn_like(v) * scale
+    j = judge_for(tmp_path, IN_PLACE_REFERENCE)
+    got = j.fresh_inputs(probe=True, seed=7)[0]
+    torch.manual_seed(7)
+    v = j.ref_mod.get_inputs()[0]
+    assert torch.equal(got, torch.randn_like(v) * max(1.0, float(v.abs().amax())))
+
+
+def test_input_samples_of_other_dtypes(tmp_path):
+    for dtype in (torch.float8_e4m3fn, torch.bfloat16, torch.bool, torch.int8, torch.complex64):
+        a = torch.ones(300).to(dtype)
+        assert judge.same_sample(torch, judge.input_sample(torch, [a]), judge.input_sample(torch, [a.clone()])), dtype
+        b = torch.zeros(300).to(dtype)
+        assert not judge.same_sample(torch, judge.input_sample(torch, [a]), judge.input_sample(torch, [b])), dtype
+    zero_dim = torch.tensor(2.5)
+    assert judge.same_sample(torch, judge.input_sample(torch, [zero_dim]), judge.input_sample(torch, [zero_dim.clone()]))
+    assert judge.same_sample(torch, judge.input_sample(torch, [torch.empty(0)]), judge.input_sample(torch, [torch.empty(0)]))
