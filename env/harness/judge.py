@@ -407,7 +407,6 @@ class Judge:
             inputs = [v.clone() if isinstance(v, torch.Tensor) else v for v in inputs]
         with torch.no_grad():
             out = model(*inputs)
-        inputs = None
         flat = flatten(torch, out)
         if self.device == "cuda":
             torch.cuda.synchronize()
@@ -446,8 +445,7 @@ class Judge:
         torch = self.torch
         self.ref_model = self.ref_mod.Model(*self.init_args).to(self.device).eval()
         w = self.fresh_weights()
-        x = self.fresh_inputs()
-        y = self.reference(w, x)
+        x, y = self.inputs_and_reference(w)
         tensors_in = [v for v in x if isinstance(v, torch.Tensor)]
         # weights, outputs and inputs are laid out once each; the headroom is for inputs that
         # come out larger on a later call (a task drawing its shapes), capped: on the GPU this
@@ -583,16 +581,16 @@ class Judge:
         return ok, {"label": label, "ok": ok, "max_abs_err": worst_abs, "max_rel_err": worst_rel,
                     **({"why": why} if why else {})}
 
-    def check_call(self, ch, weights, inputs, label, record=False, want=None):
+    def check_call(self, ch, weights, inputs, want, label, record=False):
+        """One untimed call on inputs, its outputs compared with want (inputs_and_reference's)."""
         if weights is not None:
             self.send_weights(ch, weights)
         self.stage(ch, inputs)
         reply = ch.call({"op": "run", "seq": 0, "record_ops": record})
         ch.call({"op": "fetch", "seq": 0})
         got = self.read_outputs()
-        want = want if want is not None else self.reference(weights if weights is not None else self.cur_w, inputs)
         ok, stats = self.compare(got, want, label)
-        return ok, stats, got, want, reply
+        return ok, stats, got, reply
 
     def correctness(self, ch, w0, x0, y0):
         """K checks with fresh weights and inputs each, then the probe; records tracking data."""
@@ -606,7 +604,7 @@ class Judge:
             x, want = (x0, y0) if planned else self.inputs_and_reference(w)
             self.cur_w = w
             record = i == 0 and self.job.get("record_ops", True)
-            ok, stats, got, want, reply = self.check_call(ch, w, x, f"check {i + 1}", record=record, want=want)
+            ok, stats, got, reply = self.check_call(ch, w, x, want, f"check {i + 1}", record=record)
             x = None
             if record:
                 self.check_ops(reply.get("ops"))
@@ -662,7 +660,7 @@ class Judge:
         if not all(bool(torch.isfinite(t).all()) for t in want if t.is_floating_point()):
             self.components["probe"] = "skipped: the reference is not finite on mixed-sign inputs"
             return
-        ok, stats, _, _, _ = self.check_call(ch, None, x, "probe (mixed-sign inputs)", want=want)
+        ok, stats, _, _ = self.check_call(ch, None, x, want, "probe (mixed-sign inputs)")
         self.components["checks"].append(stats)
         self.components["probe"] = "passed" if ok else "failed"
         if not ok:
@@ -702,9 +700,10 @@ class Judge:
         while i < warm + max_reps:
             loop.calls += 1
             checked = candidate or i < check_calls
-            x = None if checked else self.fresh_inputs()
-            loop.lap("inputs")  # a checked call's are drawn with its reference, in the next lap
-            x, want = self.inputs_and_reference(self.cur_w) if checked else (x, None)
+            x, want = (None, None) if checked else (self.fresh_inputs(), None)
+            loop.lap("inputs")
+            if checked:  # its inputs are drawn with its reference: both in this lap
+                x, want = self.inputs_and_reference(self.cur_w)
             loop.lap("reference")
             t_write, t_stage = self.stage(ch, x)  # the writes' time: reported (pre_run_refs)
             x = None  # the runner has its copy: GPU memory for the outputs' copy and compare
