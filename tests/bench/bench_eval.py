@@ -56,18 +56,18 @@ class Episode:
     def __init__(self, client, task, variant):
         self.c = client
         r = client.post("/v1/episodes", json.dumps({"task_id": task, "options": {"variant": variant}}).encode())
-        assert r.status == 201, r.text()
+        assert r.status == 201, r.text
         self.id = r.json["episode_id"]
 
     def put(self, rel, data):
         r = self.c.put(f"/v1/episodes/{self.id}/files/{rel}", data)
-        assert r.status in (200, 201), r.text()
+        assert r.status in (200, 201), r.text
 
     def tool(self, name, **args):
         t0 = time.perf_counter()
         r = self.c.post(f"/v1/episodes/{self.id}/tools/{name}", json.dumps(args).encode())
         dt = time.perf_counter() - t0
-        assert r.status == 200, r.text()
+        assert r.status == 200, r.text
         obs = r.json["observation"]
         if obs["is_error"]:
             sys.exit(f"{name} failed:\n{obs['content'][-3000:]}")
@@ -94,7 +94,7 @@ def setup_episode(client, device):
 def touch_source(ep, rel, n):
     """An edit that changes the file's content (a comment), so its object is rebuilt."""
     r = ep.c.get(f"/v1/episodes/{ep.id}/files/{rel}")
-    assert r.status == 200, r.text()
+    assert r.status == 200, r.text
     ep.put(rel, r.body + f"// edit {n}\n".encode())
 
 

@@ -34,6 +34,7 @@ FAILURES = []
 LOCK = threading.Lock()
 FINISHED = set()  # names of the cases that ended (passed, failed or raised)
 ALL_CASES = []  # in the order they were queued
+STOPPING = threading.Event()  # set when interrupted: queued cases are not started
 
 
 def check(cond, what):
@@ -114,12 +115,12 @@ def upload(c, ep, folder):
             r = c.put(f"/v1/episodes/{ep}/files/{rel}", f.read_bytes())
             # a refused file (model.py, a fixed file) is part of some exploits: it stays refused
             assert r.status in (200, 201) or rel in ("model.py", "binding.cpp", "binding_registry.h"), \
-                (rel, r.status, r.text())
+                (rel, r.status, r.text)
 
 
 def tool(c, ep, name, **args):
     r = c.post(f"/v1/episodes/{ep}/tools/{name}", json.dumps(args).encode())
-    assert r.status == 200, (name, r.status, r.text())
+    assert r.status == 200, (name, r.status, r.text)
     return r.json
 
 
@@ -128,7 +129,7 @@ VARIANT = "gpu"  # --variant cpu: a dry run of the plumbing on a machine without
 
 def create(c, task):
     r = c.post("/v1/episodes", json.dumps({"task_id": task, "options": {"variant": VARIANT}}).encode())
-    assert r.status == 201, r.text()
+    assert r.status == 201, r.text
     return r.json["episode_id"]
 
 
@@ -232,6 +233,8 @@ def run_exploit(srv, python, ex):
 
 
 def timed_case(srv, name, case):
+    if STOPPING.is_set():  # interrupted: the server is going away; said once, by main()
+        return
     print(f"  ...   {name}: started", flush=True)
     t0 = time.monotonic()
     try:
@@ -286,10 +289,11 @@ def main():
             pool.shutdown()
         except KeyboardInterrupt:
             # out of time (timeout(1)): said before the stop, which makes the cases in flight raise
+            STOPPING.set()
             with LOCK:
                 unfinished = [n for n in ALL_CASES if n not in FINISHED]
-            print(f"eval_gpu: interrupted; {len(unfinished)} case(s) had not ended: {', '.join(unfinished)}",
-                  flush=True)
+            print(f"eval_gpu: interrupted; {len(unfinished)} case(s) had not ended (those in flight "
+                  f"now fail as the server stops; the rest never start): {', '.join(unfinished)}", flush=True)
             raise
         finally:
             # before the threads are joined: a hung case's request ends when the server does

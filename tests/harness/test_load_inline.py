@@ -74,7 +74,7 @@ def test_cli_reports_errors_as_json(tmp_path):
 def test_kernelbench_style_solution_through_the_server(harness_server):
     c = harness_server.client()
     r = c.post("/v1/episodes", json.dumps({"task_id": "kgym/relu", "options": {"variant": "cpu"}}).encode())
-    assert r.status == 201, r.text()
+    assert r.status == 201, r.text
     ep = r.json["episode_id"]
     assert c.put(f"/v1/episodes/{ep}/files/model_new.py", CPU_RELU.encode()).status in (200, 201)
     # the template's CUDA example has no place in a CPU solution
@@ -99,7 +99,7 @@ def test_unreadable_load_inline_is_the_agents_error(harness_server):
     back to the agent as a Compile error, and its staging dir does not outlive the call."""
     c = harness_server.client()
     r = c.post("/v1/episodes", json.dumps({"task_id": "kgym/relu", "options": {"variant": "cpu"}}).encode())
-    assert r.status == 201, r.text()
+    assert r.status == 201, r.text
     ep = r.json["episode_id"]
     broken = b"from torch.utils.cpp_extension import load_inline\ndef (:\n"
     assert c.put(f"/v1/episodes/{ep}/files/model_new.py", broken).status in (200, 201)
