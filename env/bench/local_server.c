@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "spawn.h"
+#include "util/fileio.h"
 #include "util/text.h"
 
 #define START_TIMEOUT_MS 180000
@@ -35,6 +36,22 @@ static int exists(const char *p)
 {
     struct stat st;
     return stat(p, &st) == 0;
+}
+
+/* The log's last non-empty line (the server's own reason when it exits at once), at most cap-1
+ * bytes of it, or "" when the log cannot be read. */
+static void last_log_line(const char *log_path, char *out, size_t cap)
+{
+    char *text = NULL;
+    size_t len = 0;
+    out[0] = '\0';
+    if (file_read_all(log_path, 1 << 20, &text, &len) != 0)
+        return;
+    while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r'))
+        text[--len] = '\0';
+    const char *nl = strrchr(text, '\n');
+    text_fmt(out, cap, "%s", nl ? nl + 1 : text);
+    free(text);
 }
 
 /* The port in the server's {"event":"listening", ..., "port":N} log line, 0 while not there. */
@@ -152,7 +169,10 @@ pid_t local_server_start(const bench_opts *o, char *url, size_t urlcap, char *er
         }
         spawn_status st;
         if (spawn_reap(pid, false, &st) == 1) {
-            text_fmt(err, errcap, "%s exited before listening; see %s", bin, log_path);
+            char why[512];
+            last_log_line(log_path, why, sizeof why);
+            text_fmt(err, errcap, "%s exited before listening%s%s (log: %s)", bin,
+                     why[0] ? ": " : "", why, log_path);
             return -1;
         }
         usleep(100000);

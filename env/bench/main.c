@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "bench/http.h"
 #include "bench/metrics.h"
@@ -142,6 +143,17 @@ static int add_only(bench_opts *o, char *arg)
         added++;
     }
     return added > 0 ? 0 : -1;
+}
+
+/* Whether path is a directory; errno says why not (0: it exists but is something else). */
+static bool is_directory(const char *path)
+{
+    struct stat st;
+    errno = 0;
+    if (stat(path, &st) != 0)
+        return false;
+    errno = 0;
+    return S_ISDIR(st.st_mode);
 }
 
 static int bad(const char *what, const char *arg)
@@ -439,6 +451,12 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "run") == 0 && !o.solutions) {
         fprintf(stderr, "kgym-bench: run needs --solutions DIR\n");
+        return 1;
+    }
+    if (strcmp(cmd, "run") == 0 && !is_directory(o.solutions)) {
+        /* said now: a mistyped folder would otherwise score every task as having no solution */
+        fprintf(stderr, "kgym-bench: --solutions %s: %s\n", o.solutions,
+                errno ? strerror(errno) : "not a directory");
         return 1;
     }
     if (bench_http_global_init() != 0) {

@@ -382,6 +382,33 @@ def test_empty_path_is_refused(tmp_path, command, option):
     assert sorted(x.name for x in tmp_path.iterdir()) == []  # nothing created anywhere
 
 
+@pytest.mark.parametrize("make, why", [
+    (lambda p: None, "No such file or directory"),
+    (lambda p: p.write_text("{}"), "not a directory"),
+], ids=["missing", "a-file"])
+def test_solutions_must_be_a_folder(tmp_path, make, why):
+    """A mistyped --solutions is said before any server starts (it would otherwise score every
+    task as having no solution)."""
+    sol = tmp_path / "sol"
+    make(sol)
+    p = subprocess.run([str(BENCH), "run", "--server", NO_SERVER, "--solutions", str(sol), "--out",
+                        str(tmp_path / "o")], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1, p.stderr
+    assert f"--solutions {sol}: {why}" in p.stderr, p.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_server_that_exits_at_once_says_why(tmp_path):
+    """The private server's own reason (its log's last line) is in kgym-bench's error."""
+    (tmp_path / "sol").mkdir()
+    p = subprocess.run([str(BENCH), "run", "--kernelbench", str(tmp_path / "missing.jsonl"),
+                        "--variant", "cpu", "--solutions", str(tmp_path / "sol"), "--out",
+                        str(tmp_path / "o")], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1, p.stderr
+    assert "exited before listening: kgym-env: " in p.stderr, p.stderr
+    assert "missing.jsonl: No such file or directory" in p.stderr, p.stderr
+
+
 @pytest.mark.parametrize("argv, msg", [
     (["baselines", "--only", ""], "bad --only (no task id"),
     (["baselines", "--only", ",,"], "bad --only (no task id"),
