@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "util/fileio.h"
 #include "util/strbuf.h"
 #include "util/text.h"
 
@@ -412,8 +413,28 @@ static int init_eval(server *srv, char *err, size_t errcap)
     return 0;
 }
 
+/* Recovery rebuilds every episode folder it finds: a second server on a live one's state dir
+ * would delete that server's workspaces under it. Taken once the dir exists, before anything
+ * in it is touched. */
+static int lock_state_dir(server *srv, char *err, size_t errcap)
+{
+    char path[PATH_MAX];
+    if (!text_fmt(path, sizeof path, "%s/.lock", srv->cfg.state_dir))
+        return text_fail(err, errcap, "--state-dir %s: the path is too long", srv->cfg.state_dir);
+    srv->state_lock_fd = file_lock_exclusive(path);
+    if (srv->state_lock_fd == -EWOULDBLOCK)
+        return text_fail(err, errcap,
+                         "state dir %s is in use by another kgym-env (lock %s held): give each "
+                         "server its own --state-dir",
+                         srv->cfg.state_dir, path);
+    if (srv->state_lock_fd < 0)
+        return text_fail(err, errcap, "cannot lock %s: %s", path, strerror(-srv->state_lock_fd));
+    return 0;
+}
+
 int server_init(server *srv, char *err, size_t errcap)
 {
+    srv->state_lock_fd = -1;
     srv->started_at = ep_now();
     pthread_mutex_init(&srv->global_idem_lock, NULL);
     if (idem_init(&srv->global_idem, 1024) != 0 || !(srv->metrics = metrics_new())) {
@@ -426,7 +447,7 @@ int server_init(server *srv, char *err, size_t errcap)
     if (!srv->tpl)
         return -1;
     srv->episodes = ep_table_new(&srv->cfg, srv->tasks, srv->tpl, err, errcap);
-    if (!srv->episodes)
+    if (!srv->episodes || lock_state_dir(srv, err, errcap) != 0)
         return -1;
     ep_table_set_metrics(srv->episodes, srv->metrics);
     if (init_sandbox(srv, err, errcap) != 0 || init_eval(srv, err, errcap) != 0)
@@ -449,6 +470,8 @@ void server_deinit(server *srv)
     metrics_free(srv->metrics);
     idem_deinit(&srv->global_idem);
     pthread_mutex_destroy(&srv->global_idem_lock);
+    if (srv->state_lock_fd >= 0)
+        close(srv->state_lock_fd); /* last: the state dir is the next server's from here */
 }
 
 static int start_daemon(server *srv, char *err, size_t errcap)

@@ -39,12 +39,14 @@ typedef struct server {
     atomic_ulong request_seq;
     double started_at;
     int bound_port;
+    int state_lock_fd; /* flock on <state_dir>/.lock: one server per state dir */
     struct MHD_Daemon *daemon;
     sandbox sandbox;
     eval_server eval;
 } server;
 
-/* Loads tasks and the template, recovers the state dir. Returns 0 or -1 with err filled. */
+/* Loads tasks and the template, claims the state dir (a second server on it is refused),
+ * recovers it. Returns 0 or -1 with err filled. */
 int server_init(server *srv, char *err, size_t errcap);
 /* Serves until SIGTERM/SIGINT, then drains (in-flight steps finish, new episodes get 503) and
  * returns. Returns 0, or -1 with err filled when the port cannot be bound. */

@@ -10,12 +10,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "bench/local_server.h"
 #include "trajectory.h"
+#include "util/fileio.h"
 #include "util/text.h"
 
 static atomic_int g_stop; /* SIGINT/SIGTERM: finish the tasks in flight, start no new one */
@@ -228,18 +228,24 @@ int bench_write_json(const char *path, const json_t *v)
 
 int bench_lock_exclusive(const char *lock_path, const char *what, char *err, size_t errcap)
 {
-    int fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return text_fail(err, errcap, "cannot open the lock file %s: %s", lock_path,
-                         strerror(errno));
-    if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+    int fd = file_lock_exclusive(lock_path);
+    if (fd >= 0)
         return fd;
-    int e = errno;
-    close(fd);
-    if (e == EWOULDBLOCK)
+    if (fd == -EWOULDBLOCK)
         return text_fail(err, errcap,
                          "%s is in use by another kgym-bench (lock %s held); wait for it to "
                          "finish or choose another one",
                          what, lock_path);
-    return text_fail(err, errcap, "cannot lock %s: %s", lock_path, strerror(e));
+    return text_fail(err, errcap, "cannot lock %s: %s", lock_path, strerror(-fd));
+}
+
+int bench_lock_out_dir(const char *out_dir)
+{
+    char lock_path[PATH_MAX + 16], what[PATH_MAX + 32], err[PATH_MAX * 2 + 256];
+    text_fmt(lock_path, sizeof lock_path, "%s/.lock", out_dir);
+    text_fmt(what, sizeof what, "results folder %s", out_dir);
+    int fd = bench_lock_exclusive(lock_path, what, err, sizeof err);
+    if (fd < 0)
+        fprintf(stderr, "kgym-bench: %s\n", err);
+    return fd;
 }

@@ -56,5 +56,9 @@ int bench_write_json(const char *path, const json_t *v);
  * not write at once. Returns the lock's fd (keep it open while writing), or -1 with a message in
  * err naming what (`what`, e.g. "results folder X") is in use. */
 int bench_lock_exclusive(const char *lock_path, const char *what, char *err, size_t errcap);
+/* --out's lock (bench_lock_exclusive on OUT/.lock), held by run and baselines for the whole
+ * command: the folder holds their private server's state and log (and run's results). Returns
+ * the fd, or -1 (printed). */
+int bench_lock_out_dir(const char *out_dir);
 
 #endif

@@ -726,18 +726,6 @@ static int add_server_info(bench_http *h, json_t *meta)
     return 0;
 }
 
-/* The results folder's lock (see bench_lock_exclusive): -1 when another process holds it. */
-static int lock_results_folder(const char *out_dir)
-{
-    char lock_path[PATH_MAX + 16], what[PATH_MAX + 32], err[PATH_MAX * 2 + 256];
-    text_fmt(lock_path, sizeof lock_path, "%s/.lock", out_dir);
-    text_fmt(what, sizeof what, "results folder %s", out_dir);
-    int fd = bench_lock_exclusive(lock_path, what, err, sizeof err);
-    if (fd < 0)
-        fprintf(stderr, "kgym-bench: %s\n", err);
-    return fd;
-}
-
 int bench_run(const bench_opts *o)
 {
     if (bench_make_dirs(o->out_dir) != 0) {
@@ -745,7 +733,7 @@ int bench_run(const bench_opts *o)
         return EXIT_SETUP;
     }
     /* before the private server, whose state and log live in the folder too */
-    int lock_fd = lock_results_folder(o->out_dir);
+    int lock_fd = bench_lock_out_dir(o->out_dir);
     if (lock_fd < 0)
         return EXIT_SETUP;
     char why[512];
@@ -853,7 +841,7 @@ int bench_report(const char *out_dir)
         return EXIT_SETUP;
     }
     /* locked before meta.json is read: a run writing there would race the rewrite */
-    int lock_fd = lock_results_folder(out_dir);
+    int lock_fd = bench_lock_out_dir(out_dir);
     if (lock_fd < 0)
         return EXIT_SETUP;
     json_error_t jerr;

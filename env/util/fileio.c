@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -45,4 +46,16 @@ int file_read_fd(int fd, size_t max, char **out, size_t *len)
     *len = sb.len;
     *out = sb_steal(&sb);
     return 0;
+}
+
+int file_lock_exclusive(const char *lock_path)
+{
+    int fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0)
+        return -errno;
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+        return fd;
+    int e = errno;
+    close(fd);
+    return -e;
 }

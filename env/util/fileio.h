@@ -14,4 +14,11 @@ int file_read_all(const char *path, size_t max, char **out, size_t *len);
  * waited on); fd stays open. Same returns. */
 int file_read_fd(int fd, size_t max, char **out, size_t *len);
 
+/* Opens (creating) lock_path and takes an exclusive, non-blocking flock on it: the one way a
+ * process claims a folder or file for itself (kgym-env its state dir, kgym-bench its results
+ * folder and baselines file). The lock lasts while the returned fd is open, and ends with the
+ * process however it dies (close-on-exec: no child keeps it). Returns the fd, -EWOULDBLOCK
+ * when another process holds it, or another -errno. */
+int file_lock_exclusive(const char *lock_path);
+
 #endif

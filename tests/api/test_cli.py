@@ -69,3 +69,19 @@ def test_port_in_use_is_refused(srv, tmp_path, task_dirs):
     assert r.returncode != 0, r.stderr
     assert "cannot listen" in r.stderr and str(srv.port) in r.stderr, r.stderr
     assert srv.client().get("/v1/health").status == 200  # the first one still serves
+
+
+def test_state_dir_in_use_is_refused(launch, task_dirs):
+    """A second server on a live server's state dir is refused before it touches anything: its
+    recovery would otherwise rebuild the first one's episodes and delete their workspaces."""
+    first = launch(name="statelock")
+    c = first.client()
+    ep = c.create("fixture/alpha")["episode_id"]
+    assert c.put(f"/v1/episodes/{ep}/files/notes.txt", b"kept").status in (200, 201)
+    r = run("serve", "--port", "0", "--state-dir", str(first.state_dir), "--template",
+            str(TEMPLATE), "--tasks", str(task_dirs[0]), timeout=30)
+    assert r.returncode != 0, r.stderr
+    assert f"state dir {first.state_dir} is in use by another kgym-env" in r.stderr, r.stderr
+    assert c.get(f"/v1/episodes/{ep}/files/notes.txt").text == "kept"
+    out = c.tool(ep, "Bash", command="cat notes.txt")
+    assert not out["is_error"] and "kept" in out["content"], out

@@ -10,6 +10,7 @@ What is checked (red-team D findings 2, 4, 10, 13, 17):
 - `diff`: a task correct in OLD that NEW lacks, or a PARTIAL NEW, is a regression (exit 1);
   malformed input says so, apart from a regression;
 - --task-timeout is bounded (a week), empty paths and an empty --only are refused."""
+import fcntl
 import json
 import os
 import subprocess
@@ -257,6 +258,21 @@ def test_second_baselines_on_one_file_is_refused(fake_factory, tmp_path):
     assert first.returncode == 0, err
     assert set(json.loads(f.read_text())["tasks"]) == set(tasks)  # the first run lost nothing
     assert len(fake.measurements()) == len(tasks)  # the second measured nothing
+
+
+def test_baselines_holds_its_out_folder(fake_factory, tmp_path):
+    """--out holds the private server's state dir and log: a run (or another baselines) using
+    that folder is waited for, never shared (a second private server there truncated the log)."""
+    fake = fake_factory(["kb/L1/1"])
+    out = tmp_path / "o"
+    out.mkdir()
+    with open(out / ".lock", "a") as held:  # another kgym-bench holds the folder
+        fcntl.flock(held, fcntl.LOCK_EX)
+        p = subprocess.run(baselines_args(fake.url, tmp_path / "b.json", out), capture_output=True,
+                           text=True, timeout=60)
+    assert p.returncode == 1, p.stderr
+    assert f"results folder {out} is in use by another kgym-bench" in p.stderr, p.stderr
+    assert not fake.measurements() and not (tmp_path / "b.json").exists()
 
 
 # ---- diff: a missing or partial NEW is not a pass ----------------------------------------------
