@@ -30,9 +30,11 @@ static int check_task(const json_t *task, size_t index, char *err, size_t errcap
         text_fmt(err, errcap, "task #%zu is not a JSON object", index);
         return -1;
     }
-    if (!json_is_integer(json_object_get(task, "level"))) {
-        text_fmt(err, errcap, "task %s: \"level\" is missing or not an integer",
-                 task_name(task, index, name, sizeof name));
+    const json_t *level = json_object_get(task, "level");
+    if (!json_is_integer(level) || json_integer_value(level) < 0 ||
+        json_integer_value(level) > BENCH_MAX_LEVEL) {
+        text_fmt(err, errcap, "task %s: \"level\" is missing or not an integer 0..%d",
+                 task_name(task, index, name, sizeof name), BENCH_MAX_LEVEL);
         return -1;
     }
     if (!json_is_string(json_object_get(task, "status"))) {
@@ -40,6 +42,15 @@ static int check_task(const json_t *task, size_t index, char *err, size_t errcap
                  task_name(task, index, name, sizeof name));
         return -1;
     }
+    return 0;
+}
+
+int bench_check_result(const json_t *task, char *err, size_t errcap)
+{
+    if (check_task(task, 0, err, errcap) < 0)
+        return -1;
+    if (!json_is_string(json_object_get(task, "task_id")))
+        return text_fail(err, errcap, "\"task_id\" is missing or not a string");
     return 0;
 }
 

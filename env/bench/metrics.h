@@ -19,6 +19,8 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+/* the highest level a task may have (kgym-env's task store takes 0-100; --levels takes 1-100) */
+#define BENCH_MAX_LEVEL 100
 #define BENCH_FAST_P_N 4
 extern const double BENCH_FAST_P[BENCH_FAST_P_N]; /* KernelBench's fast_p: p = 0, 1, 1.5, 2 */
 
@@ -39,6 +41,9 @@ typedef struct bench_row {
     int fast_p[BENCH_FAST_P_N]; /* correct and speed-up vs eager > p (fast_0 = passed) */
 } bench_row;
 
+/* Whether one result object is one the table can count: an object with a string task_id, an
+ * integer level in 0..BENCH_MAX_LEVEL and a string status. 0, or -1 with err saying why. */
+int bench_check_result(const json_t *task, char *err, size_t errcap);
 /* Fills rows: one per level present (ascending), then "all". Returns the count, or -1 when a
  * task object lacks an integer level or a string status (err says which). max_rows >= 2. */
 int bench_table(const json_t *tasks, bench_row *rows, int max_rows, char *err, size_t errcap);

@@ -28,29 +28,53 @@
 #define MAX_LEVEL_ROWS (BENCH_MAX_LEVEL + 2)
 /* ---- results.jsonl: the durable log ------------------------------------------------------- */
 
-/* Earlier results by task id (the last line for an id wins). infra_error results are dropped:
- * they are retried. A torn last line (a crash mid-write) is skipped. */
-static json_t *load_done(const char *path)
+/* What results.jsonl holds, by task id (the last valid line for an id wins): done, the results
+ * that stand; infra, the ids whose last result is an infra_error (retried by a run, still
+ * shown by the table). A line that is not JSON, or not a result the table can count, is passed
+ * over, its task evaluated again; with warn, said with its line number (a torn last line, a
+ * crash mid-write, is cut by cut_torn_tail before a run and not worth a word). */
+typedef struct results_log {
+    json_t *done, *infra;
+} results_log;
+
+static results_log read_results_log(const char *path, bool warn)
 {
-    json_t *done = json_object();
+    results_log log = {json_object(), json_object()};
     FILE *f = fopen(path, "re");
     if (!f)
-        return done;
+        return log;
     char *line = NULL;
     size_t cap = 0;
-    while (getline(&line, &cap, f) > 0) {
-        json_t *r = json_loads(line, 0, NULL);
+    ssize_t len;
+    for (long no = 1; (len = getline(&line, &cap, f)) > 0; no++) {
+        bool last = line[len - 1] != '\n';
+        json_error_t jerr;
+        char why[200];
+        json_t *r = json_loadb(line, (size_t)len, 0, &jerr);
+        if (!r || bench_check_result(r, why, sizeof why) != 0) {
+            if (warn && !(last && !r))
+                fprintf(stderr,
+                        "kgym-bench: %s line %ld: %s: passed over (its task counts as "
+                        "not evaluated)\n",
+                        path, no, r ? why : "not JSON");
+            json_decref(r);
+            continue;
+        }
         const char *id = json_string_value(json_object_get(r, "task_id"));
-        const char *st = json_string_value(json_object_get(r, "status"));
-        if (id && st && strcmp(st, "infra_error") != 0)
-            json_object_set(done, id, r);
-        else if (id)
-            json_object_del(done, id);
+        bool infra = strcmp(json_string_value(json_object_get(r, "status")), "infra_error") == 0;
+        json_object_set(infra ? log.infra : log.done, id, r);
+        json_object_del(infra ? log.done : log.infra, id);
         json_decref(r);
     }
     free(line);
     fclose(f);
-    return done;
+    return log;
+}
+
+static void results_log_free(results_log *log)
+{
+    json_decref(log->done);
+    json_decref(log->infra);
 }
 
 static int append_line(int fd, const json_t *r)
@@ -472,40 +496,25 @@ static void *worker(void *arg)
 
 /* results.json, report.md and the summary from the log; tasks in the selection's order.
  * 0, FINISH_PARTIAL (written, but not every task has a result), or -1 (printed). */
-static int finish(const char *out_dir, json_t *meta, bool print)
+static int finish(const char *out_dir, json_t *meta, bool print, bool warn)
 {
     char log_path[PATH_MAX + 32], path[PATH_MAX + 32];
     text_fmt(log_path, sizeof log_path, "%s/results.jsonl", out_dir);
-    json_t *done = load_done(log_path);
+    results_log log = read_results_log(log_path, warn);
     json_t *tasks = json_array();
     json_t *order = json_object_get(meta, "selection");
     size_t i;
     json_t *t;
     json_array_foreach(order, i, t)
     {
-        const char *id = json_string_value(json_object_get(t, "task_id"));
-        json_t *r = id ? json_object_get(done, id) : NULL;
+        json_t *r = json_object_get(log.done, json_string_value(json_object_get(t, "task_id")));
         if (r)
             json_array_append(tasks, r);
     }
-    /* infra errors are not in done (they are retried): the last one of each still counts */
-    FILE *f = fopen(log_path, "re");
-    char *line = NULL;
-    size_t cap = 0;
-    json_t *last_infra = json_object();
-    while (f && getline(&line, &cap, f) > 0) {
-        json_t *r = json_loads(line, 0, NULL);
-        const char *id = json_string_value(json_object_get(r, "task_id"));
-        if (id && !json_object_get(done, id))
-            json_object_set(last_infra, id, r);
-        json_decref(r);
-    }
-    free(line);
-    if (f)
-        fclose(f);
+    /* infra errors are not done (they are retried): the last one of each still counts */
     json_array_foreach(order, i, t)
     {
-        json_t *r = json_object_get(last_infra, json_string_value(json_object_get(t, "task_id")));
+        json_t *r = json_object_get(log.infra, json_string_value(json_object_get(t, "task_id")));
         if (r)
             json_array_append(tasks, r);
     }
@@ -551,8 +560,7 @@ static int finish(const char *out_dir, json_t *meta, bool print)
     }
     json_decref(shown);
     json_decref(tasks);
-    json_decref(done);
-    json_decref(last_infra);
+    results_log_free(&log);
     return rc == 0 && partial ? FINISH_PARTIAL : rc;
 }
 
@@ -781,18 +789,18 @@ int bench_run(const bench_opts *o)
         fprintf(stderr, "kgym-bench: cannot write %s\n", meta_path);
         goto out;
     }
-    json_t *done = load_done(log_path);
+    results_log log = read_results_log(log_path, true);
     run_state s = {.o = o, .url = sc.url, .todo = json_array(), .t0_ms = text_mono_ms()};
     pthread_mutex_init(&s.lock, NULL);
     size_t i;
     json_t *t;
     json_array_foreach(
-        sel, i, t) if (!json_object_get(done, json_string_value(json_object_get(t, "task_id"))))
+        sel, i, t) if (!json_object_get(log.done, json_string_value(json_object_get(t, "task_id"))))
         json_array_append(s.todo, t);
     fprintf(stderr, "kgym-bench: %zu tasks selected, %zu already done%s, %zu to evaluate\n",
             json_array_size(sel), json_array_size(sel) - json_array_size(s.todo),
             resumed > 0 ? " (resumed)" : "", json_array_size(s.todo));
-    json_decref(done);
+    results_log_free(&log);
     s.log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (s.log_fd < 0) {
         fprintf(stderr, "kgym-bench: cannot open %s: %s\n", log_path, strerror(errno));
@@ -810,7 +818,7 @@ int bench_run(const bench_opts *o)
     bool interrupted = bench_stopping() && s.next < json_array_size(s.todo);
     json_decref(s.todo);
     pthread_mutex_destroy(&s.lock);
-    int fin = finish(o->out_dir, meta, true);
+    int fin = finish(o->out_dir, meta, true, false); /* the log was warned about at the start */
     if (fin < 0)
         goto out;
     rc = interrupted ? EXIT_INTERRUPTED : s.infra > 0 ? EXIT_INFRA : EXIT_OK;
@@ -850,7 +858,7 @@ int bench_report(const char *out_dir)
     if (!meta || !json_is_array(json_object_get(meta, "selection")))
         fprintf(stderr, "kgym-bench: %s: %s (not a kgym-bench results folder?)\n", meta_path,
                 meta ? "no \"selection\" array of tasks" : jerr.text);
-    else if (finish(out_dir, meta, true) >= 0)
+    else if (finish(out_dir, meta, true, true) >= 0)
         rc = EXIT_OK;
     close(lock_fd);
     json_decref(meta);

@@ -10,10 +10,10 @@
 
 #include <stdbool.h>
 
+#include "bench/metrics.h" /* BENCH_MAX_LEVEL */
+
 #define BENCH_MAX_SERVER_ARGS 32
 #define BENCH_MAX_ONLY 1024
-/* the highest level a task may have (kgym-env's task store takes 0-100; --levels takes 1-100) */
-#define BENCH_MAX_LEVEL 100
 
 typedef struct bench_opts {
     const char *server_url; /* NULL: start a private server */

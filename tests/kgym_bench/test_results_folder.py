@@ -277,3 +277,35 @@ def test_levels_select_any_level_up_to_100(tmp_path):
     finally:
         fake.close()
 
+
+
+def test_a_malformed_result_line_is_evaluated_again(tmp_path):
+    """A hand-edited line the table cannot count (a level as a string, a status as a number, not
+    JSON at all) is said with its line number and its task evaluated again: it once counted as
+    done and then failed every resume and report with no line named."""
+    fake = FakeEpisodeServer({"kb/L1/1": 1, "kb/L1/2": 1, "kb/L1/3": 1})
+    try:
+        sol, out = solutions(tmp_path / "sol", ["kb/L1/1", "kb/L1/2", "kb/L1/3"]), tmp_path / "out"
+        assert run(fake, sol, out).returncode == 0
+        log = out / "results.jsonl"
+        recs = {r["task_id"]: r for r in lines(log)}
+        recs["kb/L1/1"]["level"] = "1"
+        recs["kb/L1/2"]["status"] = 7
+        log.write_text("\n".join([json.dumps(recs["kb/L1/1"]), "{garbage", json.dumps(recs["kb/L1/2"]),
+                                  json.dumps(recs["kb/L1/3"])]) + "\n")
+        rep = subprocess.run([str(BENCH), "report", str(out)], capture_output=True, text=True,
+                             timeout=60)
+        assert rep.returncode == 0, rep.stderr
+        assert f"{log} line 1: task kb/L1/1: \"level\" is missing or not an integer" in rep.stderr
+        assert f"{log} line 2: not JSON" in rep.stderr and f"{log} line 3: task kb/L1/2" in rep.stderr
+        assert "PARTIAL" in (out / "report.md").read_text()
+        before = len([c for c in fake.calls if c[1] == "/v1/episodes"])
+        p = run(fake, sol, out)
+        assert p.returncode == 0, p.stderr
+        assert "line 1: task kb/L1/1" in p.stderr and "2 to evaluate" in p.stderr, p.stderr
+        assert len([c for c in fake.calls if c[1] == "/v1/episodes"]) == before + 2
+        res = json.loads((out / "results.json").read_text())
+        assert sorted(t["task_id"] for t in res["tasks"]) == ["kb/L1/1", "kb/L1/2", "kb/L1/3"]
+        assert all(t["status"] == "correct" for t in res["tasks"])
+    finally:
+        fake.close()

@@ -247,6 +247,12 @@ static void test_malformed_input(void **state)
     expect_refused(json_pack("[{s:s, s:i, s:i}]", "task_id", "x", "level", 1, "status", 3),
                    "task x: \"status\" is missing or not a string");
     expect_refused(json_pack("[{s:i, s:n}]", "level", 1, "status"), "task #0: \"status\"");
+    /* a level out of 0..BENCH_MAX_LEVEL (an int cast made 4294967297 a level-1 row) */
+    expect_refused(json_pack("[{s:s, s:I, s:s}]", "task_id", "x", "level", (json_int_t)4294967297LL,
+                             "status", "correct"),
+                   "task x: \"level\" is missing or not an integer 0..100");
+    expect_refused(json_pack("[{s:s, s:i, s:s}]", "task_id", "x", "level", -7, "status", "correct"),
+                   "task x: \"level\"");
     expect_refused(json_pack("[i]", 7), "task #0 is not a JSON object");
     expect_refused(json_object(), "not a JSON array");
     bench_row rows[1];
@@ -255,6 +261,23 @@ static void test_malformed_input(void **state)
     assert_int_equal(bench_table(tasks, rows, 1, err, sizeof err), -1);
     assert_non_null(strstr(err, "max_rows"));
     json_decref(tasks);
+}
+
+static void test_check_result(void **state)
+{
+    (void)state;
+    char err[256] = "";
+    json_t *ok =
+        json_pack("{s:s, s:i, s:s}", "task_id", "kb/L1/1", "level", 1, "status", "correct");
+    assert_int_equal(bench_check_result(ok, err, sizeof err), 0);
+    json_object_del(ok, "task_id");
+    assert_int_equal(bench_check_result(ok, err, sizeof err), -1);
+    assert_non_null(strstr(err, "\"task_id\" is missing"));
+    json_object_set_new(ok, "task_id", json_string("kb/L1/1"));
+    json_object_set_new(ok, "level", json_integer(101));
+    assert_int_equal(bench_check_result(ok, err, sizeof err), -1);
+    assert_non_null(strstr(err, "\"level\""));
+    json_decref(ok);
 }
 
 static void test_table_json(void **state)
@@ -731,6 +754,7 @@ int main(void)
         cmocka_unit_test(test_two_levels_and_all),
         cmocka_unit_test(test_empty_run),
         cmocka_unit_test(test_malformed_input),
+        cmocka_unit_test(test_check_result),
         cmocka_unit_test(test_table_json),
         cmocka_unit_test(test_report_md),
         cmocka_unit_test(test_summary),
