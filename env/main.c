@@ -77,24 +77,50 @@ static int parse_number(const char *flag, const char *s, double lo, double hi, d
     return 0;
 }
 
-/* Options are read twice: first only --config (it is the base), then everything else. */
+static const struct option SERVE_OPTS[] = {
+    {"config", required_argument, NULL, OPT_CONFIG},
+    {"host", required_argument, NULL, 'H'},
+    {"port", required_argument, NULL, 'p'},
+    {"tasks", required_argument, NULL, 't'},
+    {"kernelbench", required_argument, NULL, 'k'},
+    {"state-dir", required_argument, NULL, 's'},
+    {"template", required_argument, NULL, OPT_TEMPLATE},
+    {"max-episodes", required_argument, NULL, 'm'},
+    {"idle-timeout", required_argument, NULL, OPT_IDLE},
+    {"durability", required_argument, NULL, OPT_DURABILITY},
+    {"quiet", no_argument, NULL, 'q'},
+    {"sandbox-profiles", required_argument, NULL, OPT_PROFILES},
+    {"allow-weak-sandbox", no_argument, NULL, OPT_WEAK},
+    {"sandbox-python", required_argument, NULL, OPT_PYTHON},
+    {"harness", required_argument, NULL, OPT_HARNESS},
+    {"build-cache", required_argument, NULL, OPT_BUILD_CACHE},
+    {"build-cache-max-bytes", required_argument, NULL, OPT_CACHE_MAX},
+    {"gpus", required_argument, NULL, OPT_GPUS},
+    {"cuda-arch", required_argument, NULL, OPT_CUDA_ARCH},
+    {"eval-timeout", required_argument, NULL, OPT_EVAL_TIMEOUT},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+/* Options are read twice: first only --config (it is the base), then everything else. The
+ * first pass is getopt_long's too, so that --config is found however getopt_long accepts it
+ * (--config=F, an abbreviation such as --conf F) and never in another option's argument. Its
+ * errors are left to the second pass. */
 static int find_config(int argc, char **argv, server_config *cfg)
 {
-    for (int i = 1; i < argc; i++) {
-        const char *path = NULL;
-        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
-            path = argv[i + 1];
-        else if (strncmp(argv[i], "--config=", 9) == 0)
-            path = argv[i] + 9;
-        if (path) {
-            char err[512];
-            if (config_load_file(cfg, path, err, sizeof err) != 0) {
-                fprintf(stderr, "kgym-env: %s\n", err);
-                return -1;
-            }
+    int opt, rc = 0;
+    opterr = 0;
+    optind = 0; /* glibc: a full re-initialisation */
+    while (rc == 0 && (opt = getopt_long(argc, argv, "h", SERVE_OPTS, NULL)) != -1) {
+        char err[512];
+        if (opt == OPT_CONFIG && config_load_file(cfg, optarg, err, sizeof err) != 0) {
+            fprintf(stderr, "kgym-env: %s\n", err);
+            rc = -1;
         }
     }
-    return 0;
+    opterr = 1;
+    optind = 0;
+    return rc;
 }
 
 static int apply_option(server_config *cfg, int opt, const char *arg, bool *sources_replaced)
@@ -196,38 +222,13 @@ static void raise_fd_limit(void)
 
 static int cmd_serve(int argc, char **argv)
 {
-    static const struct option OPTS[] = {
-        {"config", required_argument, NULL, OPT_CONFIG},
-        {"host", required_argument, NULL, 'H'},
-        {"port", required_argument, NULL, 'p'},
-        {"tasks", required_argument, NULL, 't'},
-        {"kernelbench", required_argument, NULL, 'k'},
-        {"state-dir", required_argument, NULL, 's'},
-        {"template", required_argument, NULL, OPT_TEMPLATE},
-        {"max-episodes", required_argument, NULL, 'm'},
-        {"idle-timeout", required_argument, NULL, OPT_IDLE},
-        {"durability", required_argument, NULL, OPT_DURABILITY},
-        {"quiet", no_argument, NULL, 'q'},
-        {"sandbox-profiles", required_argument, NULL, OPT_PROFILES},
-        {"allow-weak-sandbox", no_argument, NULL, OPT_WEAK},
-        {"sandbox-python", required_argument, NULL, OPT_PYTHON},
-        {"harness", required_argument, NULL, OPT_HARNESS},
-        {"build-cache", required_argument, NULL, OPT_BUILD_CACHE},
-        {"build-cache-max-bytes", required_argument, NULL, OPT_CACHE_MAX},
-        {"gpus", required_argument, NULL, OPT_GPUS},
-        {"cuda-arch", required_argument, NULL, OPT_CUDA_ARCH},
-        {"eval-timeout", required_argument, NULL, OPT_EVAL_TIMEOUT},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     static server srv; /* the process's one context */
     config_defaults(&srv.cfg);
     if (find_config(argc, argv, &srv.cfg) != 0)
         return 2;
     bool replaced = false;
     int opt;
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, "h", OPTS, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "h", SERVE_OPTS, NULL)) != -1) {
         if (opt == 'h') {
             usage(stdout);
             return 0;

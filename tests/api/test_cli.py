@@ -50,6 +50,14 @@ def test_bad_config(tmp_path, task_dirs):
     (tmp_path / "broken.json").write_text("{not json")
     r = run(*base, "--config", str(tmp_path / "broken.json"))
     assert r.returncode == 2
+    # however getopt_long takes it: an abbreviated --config was once ignored (the server started
+    # on its defaults, port 8080 included)
+    for spelling in (["--conf", str(path)], [f"--confi={path}"], [f"--config={path}"]):
+        r = run(*base, *spelling)
+        assert r.returncode == 2 and "bash_timeout" in r.stderr, (spelling, r.stderr)
+    # a "--config" that is another option's argument is not a config file
+    r = run(*base, "--cuda-arch", "--config", "--max-episodes", "0")
+    assert r.returncode == 2 and "--max-episodes needs a number" in r.stderr, r.stderr
 
 
 def test_no_tasks_refuses_to_start(tmp_path):
