@@ -32,14 +32,17 @@ static void usage(FILE *out)
         "run / baselines options:\n"
         "  --kernelbench PATH   KernelBench checkout folder or {level,problem_id,name,code} JSONL\n"
         "  --tasks PATH         a kgym task store instead (solutions laid out as <task_id>/)\n"
+        "                       (with --server, PATH is not read: --kernelbench takes the\n"
+        "                       server's KernelBench tasks, --tasks its others, both all)\n"
         "  --solutions DIR      level<L>/<P>/ workspaces or level<L>/<P>_<name>.py files (run)\n"
         "  --out DIR            results folder (run; default results/run); a run there resumes\n"
         "  --levels 1,2,3       levels to evaluate, 1-100 (default all)\n"
         "  --only ID[,ID...]    only these task ids (repeatable), e.g. kb/L1/19\n"
         "  --server URL         a running kgym-env (default: start one on a free port)\n"
-        "  --server-bin PATH    kgym-env to start (default: beside kgym-bench)\n"
-        "  --server-arg ARG     pass ARG to the started server (repeatable)\n"
-        "  --python PATH        Python with torch for the started server (--sandbox-python)\n"
+        "  --server-bin PATH    kgym-env to start (default: beside kgym-bench; not with --server)\n"
+        "  --server-arg ARG     pass ARG to the started server (repeatable; not with --server)\n"
+        "  --python PATH        Python with torch for the started server (--sandbox-python;\n"
+        "                       not with --server)\n"
         "  --variant gpu|cpu    evaluate on the GPU (default) or on the CPU\n"
         "  --jobs N             parallel evaluations (default: one per GPU; 1 on the CPU;\n"
         "                       baselines: 3 per GPU, which the server overlaps, one timing\n"
@@ -447,6 +450,15 @@ int main(int argc, char **argv)
     }
     if (!o.kernelbench && !o.tasks && !o.server_url) {
         fprintf(stderr, "kgym-bench: give --kernelbench PATH or --tasks PATH (or --server URL)\n");
+        return 1;
+    }
+    if (o.server_url && (o.python || o.server_bin || o.n_server_args > 0)) {
+        fprintf(stderr,
+                "kgym-bench: %s sets up the private server kgym-bench starts; with --server "
+                "URL that server's own settings apply: leave it out\n",
+                o.python       ? "--python"
+                : o.server_bin ? "--server-bin"
+                               : "--server-arg");
         return 1;
     }
     if (strcmp(cmd, "run") == 0 && !o.solutions) {

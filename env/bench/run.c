@@ -589,9 +589,16 @@ static json_t *run_meta(const bench_opts *o, const char *url, json_t *selection)
         json_pack("{s:s, s:s, s:s, s:O}", "solutions",
                   realpath(o->solutions, abs_sol) ? abs_sol : o->solutions, "variant", o->variant,
                   "server", o->server_url ? url : "private", "selection", selection);
-    if (o->kernelbench)
+    /* the paths the private server read; a --server's own data is what it serves, and these
+     * options only chose which of its suites to take */
+    if (o->server_url)
+        json_object_set_new(m, "suites",
+                            json_string(o->kernelbench && !o->tasks   ? "kernelbench"
+                                        : o->tasks && !o->kernelbench ? "task store"
+                                                                      : "all"));
+    if (o->kernelbench && !o->server_url)
         json_object_set_new(m, "kernelbench", json_string(o->kernelbench));
-    if (o->tasks)
+    if (o->tasks && !o->server_url)
         json_object_set_new(m, "tasks", json_string(o->tasks));
     return m;
 }

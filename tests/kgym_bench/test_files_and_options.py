@@ -414,6 +414,19 @@ def test_solutions_must_be_a_folder(tmp_path, make, why):
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize("option", [["--python", "/usr/bin/python3"], ["--server-bin", "/bin/true"],
+                                    ["--server-arg", "--quiet"]])
+def test_private_server_options_are_refused_with_server(tmp_path, option):
+    """They set up the server kgym-bench starts: with --server URL they were dropped unsaid."""
+    (tmp_path / "sol").mkdir()
+    p = subprocess.run([str(BENCH), "run", "--server", NO_SERVER, "--solutions", str(tmp_path / "sol"),
+                        "--out", str(tmp_path / "o"), *option], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 1, p.stderr
+    assert f"{option[0]} sets up the private server kgym-bench starts" in p.stderr, p.stderr
+    assert not (tmp_path / "o").exists()
+
+
 def test_a_server_that_exits_at_once_says_why(tmp_path):
     """The private server's own reason (its log's last line) is in kgym-bench's error."""
     (tmp_path / "sol").mkdir()

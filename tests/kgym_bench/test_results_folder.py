@@ -307,5 +307,9 @@ def test_a_malformed_result_line_is_evaluated_again(tmp_path):
         res = json.loads((out / "results.json").read_text())
         assert sorted(t["task_id"] for t in res["tasks"]) == ["kb/L1/1", "kb/L1/2", "kb/L1/3"]
         assert all(t["status"] == "correct" for t in res["tasks"])
+        # --server: the server's own data; --kernelbench only chose its KernelBench suite, and
+        # its path (never read) is not recorded as if it had been
+        meta = json.loads((out / "meta.json").read_text())
+        assert meta["suites"] == "kernelbench" and "kernelbench" not in meta, meta
     finally:
         fake.close()
