@@ -166,8 +166,13 @@ static int set_key(server_config *cfg, const config_key *k, json_t *v, char *err
         return 0;
     }
     if (k->kind == K_STR) {
-        if (!json_is_string(v) || json_string_length(v) >= k->str_cap)
+        if (!json_is_string(v))
             goto wrong_type;
+        if (json_string_length(v) >= k->str_cap) {
+            snprintf(err, errcap, "config key '%s' is too long (at most %zu bytes)", k->name,
+                     k->str_cap - 1);
+            return -1;
+        }
         memcpy(base, json_string_value(v), json_string_length(v) + 1);
         return 0;
     }

@@ -1,4 +1,5 @@
 /* kgym-env: the environment server's command line. */
+#include <errno.h>
 #include <getopt.h>
 #include <sys/resource.h>
 #include <stdio.h>
@@ -7,6 +8,7 @@
 #include <unistd.h>
 
 #include "server.h"
+#include "util/text.h"
 
 static void usage(FILE *out)
 {
@@ -77,6 +79,34 @@ static int parse_number(const char *flag, const char *s, double lo, double hi, d
     return 0;
 }
 
+/* A whole decimal number in [lo, hi] (a port, a count, seconds of a whole-second limit):
+ * "80.5", "0x50" or "1e3" are refused, never truncated or read in another base. */
+static int parse_integer(const char *flag, const char *s, long long lo, long long hi,
+                         long long *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (!*s || *end || errno || v < lo || v > hi) {
+        fprintf(stderr, "kgym-env: %s needs a whole number in [%lld, %lld], got '%s'\n", flag, lo,
+                hi, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* A string option into its fixed-size config field: one too long for it is refused (it was
+ * cut short, and the server then used another path than the one given). */
+static int set_text(const char *flag, char *field, size_t cap, const char *arg)
+{
+    if (text_fmt(field, cap, "%s", arg))
+        return 0;
+    fprintf(stderr, "kgym-env: %s is too long (at most %zu bytes)\n", flag, cap - 1);
+    return -1;
+}
+#define SET_TEXT(flag, field) set_text(flag, cfg->field, sizeof cfg->field, arg)
+
 static const struct option SERVE_OPTS[] = {
     {"config", required_argument, NULL, OPT_CONFIG},
     {"host", required_argument, NULL, 'H'},
@@ -126,26 +156,24 @@ static int find_config(int argc, char **argv, server_config *cfg)
 static int apply_option(server_config *cfg, int opt, const char *arg, bool *sources_replaced)
 {
     double v;
+    long long n;
     char err[256];
     switch (opt) {
     case 'H':
-        snprintf(cfg->host, sizeof cfg->host, "%s", arg);
-        return 0;
+        return SET_TEXT("--host", host);
     case 'p':
-        if (parse_number("--port", arg, 0, 65535, &v))
+        if (parse_integer("--port", arg, 0, 65535, &n))
             return -1;
-        cfg->port = (int)v;
+        cfg->port = (int)n;
         return 0;
     case 's':
-        snprintf(cfg->state_dir, sizeof cfg->state_dir, "%s", arg);
-        return 0;
+        return SET_TEXT("--state-dir", state_dir);
     case OPT_TEMPLATE:
-        snprintf(cfg->template_dir, sizeof cfg->template_dir, "%s", arg);
-        return 0;
+        return SET_TEXT("--template", template_dir);
     case 'm':
-        if (parse_number("--max-episodes", arg, 1, 1e6, &v))
+        if (parse_integer("--max-episodes", arg, 1, 1000000, &n))
             return -1;
-        cfg->max_episodes = (int)v;
+        cfg->max_episodes = (int)n;
         return 0;
     case OPT_IDLE:
         if (parse_number("--idle-timeout", arg, 0, 30 * 86400, &v))
@@ -163,35 +191,29 @@ static int apply_option(server_config *cfg, int opt, const char *arg, bool *sour
         cfg->log_requests = false;
         return 0;
     case OPT_PROFILES:
-        snprintf(cfg->sandbox_profiles, sizeof cfg->sandbox_profiles, "%s", arg);
-        return 0;
+        return SET_TEXT("--sandbox-profiles", sandbox_profiles);
     case OPT_WEAK:
         cfg->allow_weak_sandbox = true;
         return 0;
     case OPT_PYTHON:
-        snprintf(cfg->sandbox_python, sizeof cfg->sandbox_python, "%s", arg);
-        return 0;
+        return SET_TEXT("--sandbox-python", sandbox_python);
     case OPT_HARNESS:
-        snprintf(cfg->harness_dir, sizeof cfg->harness_dir, "%s", arg);
-        return 0;
+        return SET_TEXT("--harness", harness_dir);
     case OPT_BUILD_CACHE:
-        snprintf(cfg->build_cache, sizeof cfg->build_cache, "%s", arg);
-        return 0;
+        return SET_TEXT("--build-cache", build_cache);
     case OPT_CACHE_MAX:
-        if (parse_number("--build-cache-max-bytes", arg, 0, 1e15, &v))
+        if (parse_integer("--build-cache-max-bytes", arg, 0, 1000000000000000LL, &n))
             return -1;
-        cfg->build_cache_max_bytes = (uint64_t)v;
+        cfg->build_cache_max_bytes = (uint64_t)n;
         return 0;
     case OPT_GPUS:
-        snprintf(cfg->gpus, sizeof cfg->gpus, "%s", arg);
-        return 0;
+        return SET_TEXT("--gpus", gpus);
     case OPT_CUDA_ARCH:
-        snprintf(cfg->cuda_arch, sizeof cfg->cuda_arch, "%s", arg);
-        return 0;
+        return SET_TEXT("--cuda-arch", cuda_arch);
     case OPT_EVAL_TIMEOUT:
-        if (parse_number("--eval-timeout", arg, 1, 86400, &v))
+        if (parse_integer("--eval-timeout", arg, 1, 86400, &n))
             return -1;
-        cfg->eval_timeout_s = (int)v;
+        cfg->eval_timeout_s = (int)n;
         return 0;
     case 't':
     case 'k':

@@ -29,7 +29,12 @@ def test_bad_options(tmp_path, task_dirs):
     for extra in (["--port", "99999"], ["--max-episodes", "0"], ["--idle-timeout", "-1"],
                   ["--durability", "sometimes"], ["--no-such-flag"], ["stray"],
                   ["--port", "nan"], ["--build-cache-max-bytes", "nan"],
-                  ["--build-cache-max-bytes", "-1"], ["--build-cache-max-bytes", "2e15"]):
+                  ["--build-cache-max-bytes", "-1"], ["--build-cache-max-bytes", "2e15"],
+                  # whole numbers only: these were truncated or read in base 16
+                  ["--port", "80.5"], ["--port", "0x1F91"], ["--max-episodes", "2.5"],
+                  ["--eval-timeout", "1e3"], ["--build-cache-max-bytes", "1e9"],
+                  # a path longer than its field was cut short and used
+                  ["--state-dir", str(tmp_path / ("d" * 700))], ["--cuda-arch", "sm_" + "9" * 40]):
         r = run(*base, *extra)
         assert r.returncode == 2, (extra, r.stderr)
         assert "kgym-env" in r.stderr
@@ -50,6 +55,10 @@ def test_bad_config(tmp_path, task_dirs):
     (tmp_path / "broken.json").write_text("{not json")
     r = run(*base, "--config", str(tmp_path / "broken.json"))
     assert r.returncode == 2
+    path.write_text(json.dumps({"state_dir": "/tmp/" + "d" * 700}))
+    r = run(*base, "--config", str(path))
+    assert r.returncode == 2 and "config key 'state_dir' is too long" in r.stderr, r.stderr
+    path.write_text(json.dumps({"bash_timeout_ms": 10, "bash_timeout_max_ms": 5}))
     # however getopt_long takes it: an abbreviated --config was once ignored (the server started
     # on its defaults, port 8080 included)
     for spelling in (["--conf", str(path)], [f"--confi={path}"], [f"--config={path}"]):
@@ -57,7 +66,7 @@ def test_bad_config(tmp_path, task_dirs):
         assert r.returncode == 2 and "bash_timeout" in r.stderr, (spelling, r.stderr)
     # a "--config" that is another option's argument is not a config file
     r = run(*base, "--cuda-arch", "--config", "--max-episodes", "0")
-    assert r.returncode == 2 and "--max-episodes needs a number" in r.stderr, r.stderr
+    assert r.returncode == 2 and "--max-episodes needs a whole number" in r.stderr, r.stderr
 
 
 def test_no_tasks_refuses_to_start(tmp_path):
