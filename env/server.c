@@ -296,6 +296,24 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 
 /* ---- lifecycle --------------------------------------------------------------------------- */
 
+/* Each source must hold tasks: one that holds none is a mistake (a task's own folder given for
+ * the store that holds it, an empty file), which loading the other sources would hide. */
+static int load_source(server *srv, const char *path, bool kernelbench, char *err, size_t errcap)
+{
+    size_t n = strlen(path);
+    bool jsonl = n > 6 && strcmp(path + n - 6, ".jsonl") == 0;
+    int rc = kernelbench ? task_store_load_kernelbench(srv->tasks, path, err, errcap)
+             : jsonl     ? task_store_load_jsonl(srv->tasks, path, err, errcap)
+                         : task_store_load_dir(srv->tasks, path, err, errcap);
+    if (rc == 0)
+        return text_fail(err, errcap, "%s %s: no tasks in it (%s)",
+                         kernelbench ? "--kernelbench" : "--tasks", path,
+                         kernelbench ? "a KernelBench checkout's level folders, or a JSONL file"
+                                     : "a task store is a folder of task folders, each with its "
+                                       "task.json and model.py; or a .jsonl file");
+    return rc < 0 ? -1 : 0;
+}
+
 static int load_tasks(server *srv, char *err, size_t errcap)
 {
     srv->tasks = task_store_new();
@@ -303,17 +321,11 @@ static int load_tasks(server *srv, char *err, size_t errcap)
         snprintf(err, errcap, "out of memory");
         return -1;
     }
-    for (int i = 0; i < srv->cfg.n_tasks; i++) {
-        const char *p = srv->cfg.tasks[i];
-        size_t n = strlen(p);
-        bool jsonl = n > 6 && strcmp(p + n - 6, ".jsonl") == 0;
-        int rc = jsonl ? task_store_load_jsonl(srv->tasks, p, err, errcap)
-                       : task_store_load_dir(srv->tasks, p, err, errcap);
-        if (rc < 0)
+    for (int i = 0; i < srv->cfg.n_tasks; i++)
+        if (load_source(srv, srv->cfg.tasks[i], false, err, errcap) != 0)
             return -1;
-    }
     for (int i = 0; i < srv->cfg.n_kernelbench; i++)
-        if (task_store_load_kernelbench(srv->tasks, srv->cfg.kernelbench[i], err, errcap) < 0)
+        if (load_source(srv, srv->cfg.kernelbench[i], true, err, errcap) != 0)
             return -1;
     if (task_store_count(srv->tasks) == 0) {
         snprintf(err, errcap, "no tasks loaded: give --tasks or --kernelbench");

@@ -78,6 +78,15 @@ def test_no_tasks_refuses_to_start(tmp_path):
     assert "no tasks" in r.stderr
 
 
+def test_a_source_without_tasks_is_named(tmp_path, task_dirs):
+    """A task's own folder given as a store loads nothing: said, even beside a good source."""
+    one_task = next(p for p in sorted(task_dirs[0].iterdir()) if (p / "task.json").is_file())
+    r = run("serve", "--port", "0", "--state-dir", str(tmp_path / "s"), "--template",
+            str(TEMPLATE), "--tasks", str(task_dirs[0]), "--tasks", str(one_task))
+    assert r.returncode == 1, r.stderr
+    assert f"--tasks {one_task}: no tasks in it" in r.stderr, r.stderr
+
+
 def test_port_in_use_is_refused(srv, tmp_path, task_dirs):
     """A second server on a port already served fails with a clear error: it must never start
     and share the first one's connections (SO_REUSEPORT would let it)."""
