@@ -38,19 +38,32 @@ static int exists(const char *p)
     return stat(p, &st) == 0;
 }
 
-/* The log's last non-empty line (the server's own reason when it exits at once), at most cap-1
- * bytes of it, or "" when the log cannot be read. */
-static void last_log_line(const char *log_path, char *out, size_t cap)
+/* The server's own reason when it exits at once: the log's trailing lines that are not JSON
+ * records (its error, then perhaps a hint such as "see kgym-env serve --help"), at most 3,
+ * joined by "; " into at most cap-1 bytes; "" when the log cannot be read. */
+static void exit_reason(const char *log_path, char *out, size_t cap)
 {
     char *text = NULL;
     size_t len = 0;
     out[0] = '\0';
     if (file_read_all(log_path, 1 << 20, &text, &len) != 0)
         return;
-    while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r'))
-        text[--len] = '\0';
-    const char *nl = strrchr(text, '\n');
-    text_fmt(out, cap, "%s", nl ? nl + 1 : text);
+    const char *lines[3];
+    int n = 0;
+    for (char *end = text + len; n < 3 && end > text;) {
+        while (end > text && (end[-1] == '\n' || end[-1] == '\r'))
+            *--end = '\0';
+        char *start = end;
+        while (start > text && start[-1] != '\n')
+            start--;
+        if (start == end || *start == '{')
+            break; /* a blank line or a JSON record: the reason's lines are after it */
+        lines[n++] = start;
+        end = start;
+    }
+    size_t used = 0;
+    for (int i = n - 1; i >= 0 && used + 1 < cap; i--)
+        used += (size_t)snprintf(out + used, cap - used, "%s%s", lines[i], i ? "; " : "");
     free(text);
 }
 
@@ -156,9 +169,11 @@ pid_t local_server_start(const bench_opts *o, char *url, size_t urlcap, char *er
     pid_t pid;
     const char *fail = NULL;
     int rc = spawn_start(&so, &pid, &fail);
+    int start_errno = errno; /* before close() */
     close(fd);
     if (rc != 0) {
-        text_fmt(err, errcap, "cannot start %s: %s", bin, fail ? fail : strerror(errno));
+        text_fmt(err, errcap, "cannot start %s: %s%s%s", bin, fail ? fail : "", fail ? ": " : "",
+                 strerror(start_errno));
         return -1;
     }
     for (int waited = 0; waited < START_TIMEOUT_MS; waited += 100) {
@@ -170,7 +185,7 @@ pid_t local_server_start(const bench_opts *o, char *url, size_t urlcap, char *er
         spawn_status st;
         if (spawn_reap(pid, false, &st) == 1) {
             char why[512];
-            last_log_line(log_path, why, sizeof why);
+            exit_reason(log_path, why, sizeof why);
             text_fmt(err, errcap, "%s exited before listening%s%s (log: %s)", bin,
                      why[0] ? ": " : "", why, log_path);
             return -1;

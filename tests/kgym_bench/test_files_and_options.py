@@ -436,6 +436,20 @@ def test_a_server_that_exits_at_once_says_why(tmp_path):
     assert p.returncode == 1, p.stderr
     assert "exited before listening: kgym-env: " in p.stderr, p.stderr
     assert "missing.jsonl: No such file or directory" in p.stderr, p.stderr
+    # a bad option: the server's reason and its hint, on one line
+    p = subprocess.run([str(BENCH), "run", "--kernelbench", str(tmp_path / "missing.jsonl"),
+                        "--variant", "cpu", "--solutions", str(tmp_path / "sol"), "--out",
+                        str(tmp_path / "o"), "--server-arg", "--bogus"], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 1, p.stderr
+    assert "unrecognized option '--bogus'; kgym-env: see kgym-env serve --help" in p.stderr, p.stderr
+    # no such binary: the errno, not just the stage
+    p = subprocess.run([str(BENCH), "run", "--kernelbench", str(tmp_path / "missing.jsonl"),
+                        "--variant", "cpu", "--solutions", str(tmp_path / "sol"), "--out",
+                        str(tmp_path / "o"), "--server-bin", str(tmp_path / "nope")],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1, p.stderr
+    assert f"cannot start {tmp_path / 'nope'}: execve: No such file or directory" in p.stderr, p.stderr
 
 
 @pytest.mark.parametrize("argv, msg", [
