@@ -4,7 +4,9 @@
  * "absent"), not merely "removed": NEW did not show that it still passes (a PARTIAL run, a lost
  * result, or a narrower selection), and a regression gate must not pass on what it did not
  * measure. Compare runs over the same selection. A task absent from NEW that was not correct in
- * OLD cannot newly fail: it is listed as "removed". */
+ * OLD cannot newly fail: it is listed as "removed". For the same reason a task correct in both
+ * whose NEW result has no time while OLD's had one is a regression too ("untimed"): NEW did not
+ * show that it is not slower. */
 #include "bench/metrics.h"
 
 #include <math.h>
@@ -13,9 +15,9 @@
 
 #include "util/text.h"
 
-/* The categories of the diff object; the first two are the regressions. */
-static const char *const CATEGORIES[] = {"newly_failing", "slower",  "newly_passing", "faster",
-                                         "added",         "removed", "unchanged"};
+/* The categories of the diff object; the first three are the regressions. */
+static const char *const CATEGORIES[] = {"newly_failing", "slower", "untimed", "newly_passing",
+                                         "faster",        "added",  "removed", "unchanged"};
 #define N_CATEGORIES (sizeof CATEGORIES / sizeof CATEGORIES[0])
 
 /* The new status of a task that NEW does not hold at all. */
@@ -85,13 +87,18 @@ static json_t *status_entry(const char *id, const json_t *old_task, const json_t
 
 /* Two correct runs of a task: the relative change of the candidate's time against the noise
  * of both measurements. Adds old_ms, new_ms, change and noise to entry and returns its
- * category; "unchanged" also when either time is missing (nothing to compare). */
+ * category: "untimed" when NEW has no time (a positive number) and OLD had one, "unchanged"
+ * when OLD has none (nothing to compare with). */
 static const char *compare_times(const json_t *old_task, const json_t *new_task, double min_change,
                                  json_t *entry)
 {
     double old_ms = number_or_zero(old_task, "t_candidate_ms");
     double new_ms = number_or_zero(new_task, "t_candidate_ms");
-    if (old_ms <= 0 || new_ms <= 0)
+    if (old_ms > 0 && new_ms <= 0) {
+        json_object_set_new(entry, "old_ms", json_real(old_ms));
+        return "untimed";
+    }
+    if (old_ms <= 0)
         return "unchanged";
     double spread_old = number_or_zero(old_task, "spread_candidate");
     double spread_new = number_or_zero(new_task, "spread_candidate");
@@ -227,7 +234,8 @@ int bench_diff(const json_t *old_tasks, const json_t *new_tasks, double min_chan
     json_decref(new_by_id);
     *out = diff;
     return (int)(json_array_size(json_object_get(diff, "newly_failing")) +
-                 json_array_size(json_object_get(diff, "slower")));
+                 json_array_size(json_object_get(diff, "slower")) +
+                 json_array_size(json_object_get(diff, "untimed")));
 }
 
 /* ---- as text ---- */
@@ -261,6 +269,12 @@ static void print_time_change(FILE *out, const char *tag, const json_t *entry)
             100.0 * entry_number(entry, "noise"));
 }
 
+static void print_untimed(FILE *out, const char *tag, const json_t *entry)
+{
+    fprintf(out, "%-8s %s: %.4f ms -> correct, but no time to compare\n", tag,
+            entry_string(entry, "task_id"), entry_number(entry, "old_ms"));
+}
+
 /* A task in one run only, with its status there. */
 static void print_presence(FILE *out, const char *tag, const json_t *entry)
 {
@@ -273,11 +287,9 @@ static const struct {
     const char *category, *tag;
     void (*print)(FILE *out, const char *tag, const json_t *entry);
 } PRINTED[] = {
-    {"newly_failing", "FAIL", print_status_change},
-    {"slower", "SLOWER", print_time_change},
-    {"newly_passing", "PASS", print_status_change},
-    {"faster", "FASTER", print_time_change},
-    {"added", "ADDED", print_presence},
+    {"newly_failing", "FAIL", print_status_change}, {"slower", "SLOWER", print_time_change},
+    {"untimed", "UNTIMED", print_untimed},          {"newly_passing", "PASS", print_status_change},
+    {"faster", "FASTER", print_time_change},        {"added", "ADDED", print_presence},
     {"removed", "REMOVED", print_presence},
 };
 
@@ -310,10 +322,14 @@ void bench_print_diff(FILE *out, const json_t *diff)
         }
     }
     size_t failing = category_size(diff, "newly_failing"), slower = category_size(diff, "slower");
+    size_t untimed = category_size(diff, "untimed"), regressions = failing + slower + untimed;
+    fprintf(out, "%zu regression%s (%zu newly failing, %zu slower", regressions,
+            regressions == 1 ? "" : "s", failing, slower);
+    if (untimed)
+        fprintf(out, ", %zu untimed", untimed);
     fprintf(out,
-            "%zu regression%s (%zu newly failing, %zu slower); %zu newly passing, %zu faster, "
+            "); %zu newly passing, %zu faster, "
             "%zu added, %zu removed, %zu unchanged\n",
-            failing + slower, failing + slower == 1 ? "" : "s", failing, slower,
             category_size(diff, "newly_passing"), category_size(diff, "faster"),
             category_size(diff, "added"), category_size(diff, "removed"),
             category_size(diff, "unchanged"));

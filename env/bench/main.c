@@ -290,6 +290,25 @@ static int parse(int argc, char **argv, bench_opts *o, const char **file, double
     return 0;
 }
 
+/* meta.selection, when there is one (a hand-made results.json may have none), is what PARTIAL
+ * is judged by: an array of objects with a string task_id. */
+static bool selection_is_valid(const json_t *root)
+{
+    const json_t *selection = json_object_get(json_object_get(root, "meta"), "selection");
+    if (!selection)
+        return true;
+    if (!json_is_array(selection))
+        return false;
+    size_t i;
+    const json_t *t;
+    json_array_foreach(selection, i, t)
+    {
+        if (!json_is_string(json_object_get(t, "task_id")))
+            return false;
+    }
+    return true;
+}
+
 /* One side of a diff: a results folder or a results.json file, as read. */
 typedef struct diff_run {
     const char *which; /* "OLD" or "NEW" */
@@ -309,7 +328,7 @@ static int load_run(const char *arg, diff_run *r)
         return -1;
     }
     json_error_t e;
-    r->root = json_load_file(r->path, 0, &e);
+    r->root = json_load_file(r->path, JSON_REJECT_DUPLICATES, &e); /* which "tasks" would win? */
     if (!r->root && json_error_code(&e) == json_error_cannot_open_file) {
         fprintf(stderr, "kgym-bench: diff: cannot read %s %s, nothing compared: %s\n", r->which,
                 r->path, e.text);
@@ -322,14 +341,22 @@ static int load_run(const char *arg, diff_run *r)
         return -1;
     }
     r->tasks = json_object_get(r->root, "tasks");
-    if (!json_is_array(r->tasks)) {
-        fprintf(stderr,
-                "kgym-bench: diff: malformed input, nothing compared: %s %s has no \"tasks\" "
-                "array\n",
-                r->which, r->path);
+    const char *bad = !json_is_array(r->tasks)       ? "has no \"tasks\" array"
+                      : !selection_is_valid(r->root) ? "has a meta.selection that is not an array "
+                                                       "of {task_id} objects"
+                                                     : NULL;
+    if (bad) {
+        fprintf(stderr, "kgym-bench: diff: malformed input, nothing compared: %s %s %s\n", r->which,
+                r->path, bad);
         return -1;
     }
     return 0;
+}
+
+/* The variant a run was evaluated in (meta.variant, written by run), NULL when it names none. */
+static const char *run_variant(const diff_run *r)
+{
+    return json_string_value(json_object_get(json_object_get(r->root, "meta"), "variant"));
 }
 
 static bool holds_task(const json_t *tasks, const char *id)
@@ -382,6 +409,20 @@ static bool report_partial(const diff_run *old_run, const diff_run *new_run)
     return true;
 }
 
+/* A CPU run's times against a GPU run's would read as a thousandfold regression or gain: such
+ * runs are not compared (a run that names no variant, hand-made, is taken to match). */
+static bool same_variant(const diff_run *old_run, const diff_run *new_run)
+{
+    const char *old_v = run_variant(old_run), *new_v = run_variant(new_run);
+    if (!old_v || !new_v || strcmp(old_v, new_v) == 0)
+        return true;
+    fprintf(stderr,
+            "kgym-bench: diff: not comparable, nothing compared: OLD %s was evaluated on the %s "
+            "variant, NEW %s on the %s variant\n",
+            old_run->path, old_v, new_run->path, new_v);
+    return false;
+}
+
 enum { DIFF_SAME = 0, DIFF_REGRESSION = 1, DIFF_NOT_COMPARED = 2 };
 
 /* Exit status as diff(1)'s: DIFF_SAME, DIFF_REGRESSION (the diff and its summary on stdout), or
@@ -395,7 +436,8 @@ static int cmd_diff(int argc, char **argv, double min_change)
     }
     diff_run old_run = {.which = "OLD"}, new_run = {.which = "NEW"};
     int rc = DIFF_NOT_COMPARED;
-    if (load_run(argv[optind], &old_run) == 0 && load_run(argv[optind + 1], &new_run) == 0) {
+    if (load_run(argv[optind], &old_run) == 0 && load_run(argv[optind + 1], &new_run) == 0 &&
+        same_variant(&old_run, &new_run)) {
         json_t *d = NULL;
         char err[512];
         int reg = bench_diff(old_run.tasks, new_run.tasks, min_change, &d, err, sizeof err);

@@ -68,11 +68,13 @@ void bench_print_summary(FILE *out, const bench_row *rows, int n, const json_t *
  * correct in old and is not in new; "newly passes" the other way; "slower"/"faster" when correct
  * in both and its candidate time changed by more than the noise: a relative change above
  * max(min_change, 2 * sqrt(spread_old^2 + spread_new^2)) (spreads: the candidate's CV; missing
- * = 0). A task correct in old and absent from new is newly failing (new_status "absent"); other
- * tasks in only one run are listed as added/removed. Fills *out with {newly_failing,
- * newly_passing, slower, faster, added, removed, unchanged} (arrays of {task_id, ...}), and
+ * = 0); "untimed" when correct in both but new has no candidate time where old had one. A task
+ * correct in old and absent from new is newly failing (new_status "absent"); other tasks in only
+ * one run are listed as added/removed. Fills *out with {newly_failing, slower, untimed,
+ * newly_passing, faster, added, removed, unchanged} (arrays of {task_id, ...}), and
  * {measured_on: {old, new}} (bench_measured_on of each) when both name setups and they differ,
- * and returns the number of regressions (newly failing + slower), or -1 on malformed input. */
+ * and returns the number of regressions (newly failing + slower + untimed), or -1 on malformed
+ * input. */
 int bench_diff(const json_t *old_tasks, const json_t *new_tasks, double min_change, json_t **out,
                char *err, size_t errcap);
 /* The diff as text, one line per changed task, regressions first; a warning first when the

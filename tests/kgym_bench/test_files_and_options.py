@@ -313,6 +313,39 @@ def test_diff_absent_task_that_failed_in_old_is_no_regression(tmp_path):
     assert "REMOVED  kb/L1/2 (compile_error)" in p.stdout, p.stdout
 
 
+def test_diff_correct_without_a_time_is_a_regression(tmp_path):
+    """NEW says correct but holds no time where OLD had one: not shown to be no slower."""
+    old = results_file(tmp_path / "old.json", [result(1), result(2)])
+    lost = dict(result(2), t_candidate_ms=None)
+    new = results_file(tmp_path / "new.json", [result(1), lost])
+    p = diff(tmp_path, old, new)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "UNTIMED  kb/L1/2: 1.0000 ms -> correct, but no time to compare" in p.stdout, p.stdout
+    assert "1 regression (0 newly failing, 0 slower, 1 untimed)" in p.stdout, p.stdout
+
+
+def test_diff_refuses_what_it_cannot_compare(tmp_path):
+    """Exit 2, nothing compared: runs of two variants (CPU times against GPU times), a document
+    with two "tasks" keys (which one counts?), a selection that is not a list of task ids."""
+    def doc(path, text):
+        path.write_text(text)
+        return path
+    old = results_file(tmp_path / "old.json", [result(1)])
+    gpu = doc(tmp_path / "gpu.json", json.dumps({"meta": {"variant": "gpu"}, "tasks": [result(1)]}))
+    cpu = doc(tmp_path / "cpu.json", json.dumps({"meta": {"variant": "cpu"}, "tasks": [result(1)]}))
+    p = diff(tmp_path, cpu, gpu)
+    assert p.returncode == 2 and "not comparable" in p.stderr and "cpu variant" in p.stderr, p.stderr
+    assert diff(tmp_path, old, gpu).returncode == 0  # a run naming no variant is taken to match
+    twice = doc(tmp_path / "twice.json", '{"tasks": [], "tasks": ' + json.dumps([result(1)]) + "}")
+    p = diff(tmp_path, old, twice)
+    assert p.returncode == 2 and "duplicate object key" in p.stderr, p.stderr
+    for selection in (["kb/L1/1"], {"task_id": "kb/L1/1"}, [{"task_id": 1}]):
+        bad = doc(tmp_path / "sel.json", json.dumps({"meta": {"selection": selection},
+                                                      "tasks": [result(1)]}))
+        p = diff(tmp_path, old, bad)
+        assert p.returncode == 2 and "meta.selection" in p.stderr, (selection, p.stderr)
+
+
 def test_diff_partial_new_run_fails_the_check(tmp_path):
     """NEW selected 3 tasks and holds 2 (a PARTIAL run): the one not evaluated failed in OLD, so
     no task newly fails, yet the check does not pass."""

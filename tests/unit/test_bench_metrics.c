@@ -577,6 +577,37 @@ static void test_diff_categories(void **state)
     json_decref(new_tasks);
 }
 
+/* A task correct in both whose new result lost its time (null, negative) did not show that it is
+ * not slower: a regression of its own kind. One without a time in old has nothing to compare. */
+static void test_diff_untimed(void **state)
+{
+    (void)state;
+    json_t *old_tasks = json_pack("[o, o, o]", timed("lost", 1.0, 0), timed("negative", 1.0, 0),
+                                  timed("never", 1.0, 0));
+    json_object_set_new(json_array_get(old_tasks, 2), "t_candidate_ms", json_null());
+    json_t *new_tasks = json_pack("[o, o, o]", timed("lost", 1.0, 0), timed("negative", -5.0, 0),
+                                  timed("never", 1.0, 0));
+    json_object_set_new(json_array_get(new_tasks, 0), "t_candidate_ms", json_null());
+    json_t *diff = NULL;
+    char err[256];
+    assert_int_equal(bench_diff(old_tasks, new_tasks, 0.05, &diff, err, sizeof err), 2);
+    const json_t *untimed = json_object_get(diff, "untimed");
+    assert_int_equal(json_array_size(untimed), 2);
+    assert_near(json_number_value(json_object_get(json_array_get(untimed, 0), "old_ms")), 1.0);
+    only_entry(diff, "unchanged", "never");
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    bench_print_diff(f, diff);
+    fclose(f);
+    assert_non_null(strstr(text, "UNTIMED  lost: 1.0000 ms -> correct, but no time to compare"));
+    assert_non_null(strstr(text, "2 regressions (0 newly failing, 0 slower, 2 untimed)"));
+    free(text);
+    json_decref(diff);
+    json_decref(old_tasks);
+    json_decref(new_tasks);
+}
+
 static void test_diff_identical_runs(void **state)
 {
     (void)state;
@@ -755,6 +786,7 @@ int main(void)
         cmocka_unit_test(test_empty_run),
         cmocka_unit_test(test_malformed_input),
         cmocka_unit_test(test_check_result),
+        cmocka_unit_test(test_diff_untimed),
         cmocka_unit_test(test_table_json),
         cmocka_unit_test(test_report_md),
         cmocka_unit_test(test_summary),
