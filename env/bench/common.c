@@ -78,7 +78,16 @@ int bench_make_dirs(const char *path)
             *s = '/';
         }
     }
-    return mkdir(p, 0755) != 0 && errno != EEXIST ? -1 : 0;
+    if (mkdir(p, 0755) == 0)
+        return 0;
+    struct stat st;
+    if (errno != EEXIST || stat(p, &st) != 0)
+        return -1;
+    if (!S_ISDIR(st.st_mode)) { /* a file of that name: said as such, not at the lock file */
+        errno = ENOTDIR;
+        return -1;
+    }
+    return 0;
 }
 
 /* ---- the server --------------------------------------------------------------------------- */

@@ -457,7 +457,7 @@ static int cmd_diff(int argc, char **argv, double min_change)
     return rc;
 }
 
-int main(int argc, char **argv)
+static int run_command(int argc, char **argv)
 {
     if (argc < 2 || strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 ||
         strcmp(argv[1], "-h") == 0) {
@@ -524,5 +524,18 @@ int main(int argc, char **argv)
         rc = bench_baselines(&o, file);
     }
     bench_http_global_deinit();
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    int rc = run_command(argc, argv);
+    /* the table, the summary or the diff on stdout: a full disk or a closed pipe there is a
+     * failure, never an exit 0 with the output lost */
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "kgym-bench: cannot write to stdout: %s\n", strerror(errno));
+        bool diff = argc > 1 && strcmp(argv[1], "diff") == 0; /* 1 would read "regression" */
+        return rc != 0 && !diff ? rc : diff ? DIFF_NOT_COMPARED : 1;
+    }
     return rc;
 }

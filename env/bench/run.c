@@ -20,6 +20,7 @@
 #include "bench/local_server.h"
 #include "bench/metrics.h"
 #include "bench/solution.h"
+#include "trajectory.h"
 #include "util/strbuf.h"
 #include "util/text.h"
 
@@ -491,6 +492,31 @@ static void *worker(void *arg)
 
 /* ---- outputs ------------------------------------------------------------------------------- */
 
+/* report.md as results.json is written: whole or not at all (built in memory, then renamed into
+ * place), never a half-written report beside a complete results.json. 0, or -1 with errno. */
+static int write_report_md(const char *path, const bench_row *rows, int n, const json_t *tasks,
+                           const json_t *shown)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *md = open_memstream(&text, &len);
+    if (!md)
+        return -1;
+    int w = bench_write_report_md(md, rows, n, tasks, shown);
+    if (fclose(md) != 0 || w != 0) {
+        free(text);
+        errno = ENOMEM;
+        return -1;
+    }
+    int rc = write_file_atomic(path, text, len, DURABILITY_FSYNC);
+    free(text);
+    if (rc != 0) {
+        errno = -rc;
+        return -1;
+    }
+    return 0;
+}
+
 /* finish()'s result when some selected task has no result in the log */
 #define FINISH_PARTIAL 1
 
@@ -540,18 +566,15 @@ static int finish(const char *out_dir, json_t *meta, bool print, bool warn)
                                 "tasks", tasks);
         text_fmt(path, sizeof path, "%s/results.json", out_dir);
         if (bench_write_json(path, out) != 0) {
-            fprintf(stderr, "kgym-bench: cannot write %s\n", path);
+            fprintf(stderr, "kgym-bench: cannot write %s: %s\n", path, strerror(errno));
             rc = -1;
         }
         json_decref(out);
         text_fmt(path, sizeof path, "%s/report.md", out_dir);
-        FILE *md = fopen(path, "we");
-        if (!md || bench_write_report_md(md, rows, n, tasks, shown) != 0) {
-            fprintf(stderr, "kgym-bench: cannot write %s\n", path);
+        if (write_report_md(path, rows, n, tasks, shown) != 0) {
+            fprintf(stderr, "kgym-bench: cannot write %s: %s\n", path, strerror(errno));
             rc = -1;
         }
-        if (md)
-            fclose(md);
         if (print)
             bench_print_summary(stdout, rows, n, tasks);
         if (print && partial)
@@ -793,7 +816,7 @@ int bench_run(const bench_opts *o)
     }
     add_server_info(h, meta);
     if (bench_write_json(meta_path, meta) != 0) {
-        fprintf(stderr, "kgym-bench: cannot write %s\n", meta_path);
+        fprintf(stderr, "kgym-bench: cannot write %s: %s\n", meta_path, strerror(errno));
         goto out;
     }
     results_log log = read_results_log(log_path, true);

@@ -346,6 +346,29 @@ def test_diff_refuses_what_it_cannot_compare(tmp_path):
         assert p.returncode == 2 and "meta.selection" in p.stderr, (selection, p.stderr)
 
 
+def test_lost_output_is_a_failure(tmp_path):
+    """stdout on a full disk: never exit 0 with the table or the diff lost (diff: 2, trouble)."""
+    old = results_file(tmp_path / "old.json", [result(1)])
+    with open("/dev/full", "w") as full:
+        p = subprocess.run([str(BENCH), "diff", str(old), str(old)], stdout=full,
+                           stderr=subprocess.PIPE, text=True, timeout=60)
+        assert p.returncode == 2 and "cannot write to stdout" in p.stderr, p.stderr
+        p = subprocess.run([str(BENCH), "--help"], stdout=full, stderr=subprocess.PIPE, text=True,
+                           timeout=60)
+        assert p.returncode == 1 and "cannot write to stdout" in p.stderr, p.stderr
+
+
+def test_out_that_is_a_file_is_said_so(tmp_path):
+    (tmp_path / "afile").write_text("mine")
+    (tmp_path / "sol").mkdir()
+    p = subprocess.run([str(BENCH), "run", "--server", NO_SERVER, "--solutions", str(tmp_path / "sol"),
+                        "--out", str(tmp_path / "afile")], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 1 and f"cannot create {tmp_path / 'afile'}: Not a directory" in p.stderr, \
+        p.stderr
+    assert (tmp_path / "afile").read_text() == "mine"
+
+
 def test_diff_partial_new_run_fails_the_check(tmp_path):
     """NEW selected 3 tasks and holds 2 (a PARTIAL run): the one not evaluated failed in OLD, so
     no task newly fails, yet the check does not pass."""
