@@ -87,7 +87,8 @@ static int parse_integer(const char *flag, const char *s, long long lo, long lon
     char *end;
     errno = 0;
     long long v = strtoll(s, &end, 10);
-    if (!*s || *end || errno || v < lo || v > hi) {
+    /* digits only: strtoll alone would also take " 80", "+80" and "-0" */
+    if (s[strspn(s, "0123456789")] != '\0' || !*s || *end || errno || v < lo || v > hi) {
         fprintf(stderr, "kgym-env: %s needs a whole number in [%lld, %lld], got '%s'\n", flag, lo,
                 hi, s);
         return -1;

@@ -441,20 +441,23 @@ int bench_baselines(const bench_opts *o, const char *out_file)
         fprintf(stderr, "kgym-bench: cannot create %s: %s\n", o->out_dir, strerror(errno));
         return EXIT_SETUP;
     }
-    int out_fd = bench_lock_out_dir(o->out_dir); /* its private server's state dir and log */
-    if (out_fd < 0)
+    /* --out holds the private server's state dir and log; with --server nothing goes there */
+    int out_fd = o->server_url ? -1 : bench_lock_out_dir(o->out_dir);
+    if (out_fd < 0 && !o->server_url)
         return EXIT_SETUP;
     json_t *file = NULL;
     int lock_fd = open_output_file(o, out_file, &file);
     if (lock_fd < 0) {
-        close(out_fd);
+        if (out_fd >= 0)
+            close(out_fd);
         return EXIT_SETUP;
     }
     bench_server sc;
     if (bench_server_connect(o, &sc) != 0) {
         json_decref(file);
         close(lock_fd);
-        close(out_fd);
+        if (out_fd >= 0)
+            close(out_fd);
         return EXIT_SETUP;
     }
     int rc = EXIT_SETUP;
@@ -475,6 +478,7 @@ int bench_baselines(const bench_opts *o, const char *out_file)
     bench_http_free(h);
     bench_server_disconnect(&sc);
     close(lock_fd); /* last: the file is written for good by now */
-    close(out_fd);
+    if (out_fd >= 0)
+        close(out_fd);
     return rc;
 }

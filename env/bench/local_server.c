@@ -13,11 +13,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/common.h"
 #include "spawn.h"
 #include "util/fileio.h"
 #include "util/text.h"
 
 #define START_TIMEOUT_MS 180000
+/* how long a killed run's private server may take to drain: kgym-env's drain limit (660 s)
+ * plus room */
+#define DRAIN_WAIT_MS 900000
 #define MAX_ARGS (BENCH_MAX_SERVER_ARGS + 32)
 
 /* <dir of this binary>/<name> */
@@ -39,7 +43,8 @@ static int exists(const char *p)
 }
 
 /* The server's own reason when it exits at once: the log's trailing lines that are not JSON
- * records (its error, then perhaps a hint such as "see kgym-env serve --help"), at most 3,
+ * records (its error, then perhaps a hint such as "see kgym-env serve --help"; blank lines
+ * skipped), at most 3,
  * joined by "; " into at most cap-1 bytes; "" when the log cannot be read. */
 static void exit_reason(const char *log_path, char *out, size_t cap)
 {
@@ -56,8 +61,8 @@ static void exit_reason(const char *log_path, char *out, size_t cap)
         char *start = end;
         while (start > text && start[-1] != '\n')
             start--;
-        if (start == end || *start == '{')
-            break; /* a blank line or a JSON record: the reason's lines are after it */
+        if (start == end || *start == '{' || *start == '\0')
+            break; /* the buffer's start, a JSON record, or bytes that are no message */
         lines[n++] = start;
         end = start;
     }
@@ -139,6 +144,36 @@ static int die_with_parent(void *ctx)
     return 0;
 }
 
+/* A killed kgym-bench's private server outlives it while it drains (its SIGTERM lets the
+ * evaluations in flight finish) and holds the state dir's lock until it exits: a resumed run
+ * waits for it, rather than failing to start its own server there. The caller holds --out's
+ * lock, so no one else can take the state dir between this check and the new server. */
+static int wait_for_state_dir(const char *state, char *err, size_t errcap)
+{
+    char lock[PATH_MAX + 8];
+    if (!text_fmt(lock, sizeof lock, "%s/.lock", state))
+        return 0; /* the server will say the path is too long */
+    for (int waited = 0;; waited += 100) {
+        int fd = file_lock_exclusive(lock);
+        if (fd >= 0 || fd != -EWOULDBLOCK) {
+            if (fd >= 0)
+                close(fd);
+            return 0; /* free, or a problem the server will report itself */
+        }
+        if (waited == 0)
+            fprintf(stderr,
+                    "kgym-bench: waiting for the previous private server on %s to exit (a killed "
+                    "run's server finishes its tasks in flight first)\n",
+                    state);
+        if (bench_stopping())
+            return text_fail(err, errcap, "interrupted while waiting for %s", lock);
+        if (waited >= DRAIN_WAIT_MS)
+            return text_fail(err, errcap, "%s is still held after %d s: is a kgym-env serving %s?",
+                             lock, DRAIN_WAIT_MS / 1000, state);
+        usleep(100000);
+    }
+}
+
 pid_t local_server_start(const bench_opts *o, char *url, size_t urlcap, char *err, size_t errcap)
 {
     char bin[PATH_MAX], state[PATH_MAX], log_path[PATH_MAX];
@@ -149,6 +184,9 @@ pid_t local_server_start(const bench_opts *o, char *url, size_t urlcap, char *er
     text_fmt(state, sizeof state, "%s/server", o->out_dir);
     text_fmt(log_path, sizeof log_path, "%s/server.log", o->out_dir);
     mkdir(state, 0755);
+    if (wait_for_state_dir(state, err, errcap) != 0)
+        return -1;
+    /* truncated only now: a draining server wrote to it until it exited */
     int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
         text_fmt(err, errcap, "%s: %s", log_path, strerror(errno));

@@ -3,6 +3,7 @@
 #include <getopt.h>
 #include <jansson.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,8 +27,10 @@ static void usage(FILE *out)
         "  report     rewrite results.json/report.md of RESULTS_DIR from its results.jsonl\n"
         "  diff OLD NEW  compare two results folders (or results.json files); exit 0 no\n"
         "             regression, 1 a regression (a task newly failing or slower beyond the\n"
-        "             noise; a task correct in OLD that NEW lacks; NEW a PARTIAL run), 2 nothing\n"
-        "             compared (an input unreadable or malformed, or bad arguments)\n"
+        "             noise; a task correct in OLD that NEW lacks; one correct in both that\n"
+        "             NEW holds no time for; NEW a PARTIAL run), 2 nothing compared (an input\n"
+        "             unreadable or malformed, runs of two variants, bad arguments, or the\n"
+        "             output could not be written)\n"
         "\n"
         "run / baselines options:\n"
         "  --kernelbench PATH   KernelBench checkout folder or {level,problem_id,name,code} JSONL\n"
@@ -529,11 +532,15 @@ static int run_command(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    /* a closed pipe on stdout is an error to report (below), not a silent death by SIGPIPE */
+    signal(SIGPIPE, SIG_IGN);
     int rc = run_command(argc, argv);
     /* the table, the summary or the diff on stdout: a full disk or a closed pipe there is a
      * failure, never an exit 0 with the output lost */
+    errno = 0;
     if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "kgym-bench: cannot write to stdout: %s\n", strerror(errno));
+        fprintf(stderr, "kgym-bench: cannot write to stdout%s%s\n", errno ? ": " : "",
+                errno ? strerror(errno) : "");
         bool diff = argc > 1 && strcmp(argv[1], "diff") == 0; /* 1 would read "regression" */
         return rc != 0 && !diff ? rc : diff ? DIFF_NOT_COMPARED : 1;
     }

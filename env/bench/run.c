@@ -49,6 +49,8 @@ static results_log read_results_log(const char *path, bool warn)
     ssize_t len;
     for (long no = 1; (len = getline(&line, &cap, f)) > 0; no++) {
         bool last = line[len - 1] != '\n';
+        if (strspn(line, " \t\r\n") == (size_t)len)
+            continue; /* a blank line: no result, nothing to say */
         json_error_t jerr;
         char why[200];
         json_t *r = json_loadb(line, (size_t)len, 0, &jerr);
@@ -58,6 +60,12 @@ static results_log read_results_log(const char *path, bool warn)
                         "kgym-bench: %s line %ld: %s: passed over (its task counts as "
                         "not evaluated)\n",
                         path, no, r ? why : "not JSON");
+            /* as said: an earlier result of that task no longer stands either */
+            const char *bad_id = json_string_value(json_object_get(r, "task_id"));
+            if (bad_id) {
+                json_object_del(log.done, bad_id);
+                json_object_del(log.infra, bad_id);
+            }
             json_decref(r);
             continue;
         }

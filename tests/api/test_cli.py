@@ -32,6 +32,7 @@ def test_bad_options(tmp_path, task_dirs):
                   ["--build-cache-max-bytes", "-1"], ["--build-cache-max-bytes", "2e15"],
                   # whole numbers only: these were truncated or read in base 16
                   ["--port", "80.5"], ["--port", "0x1F91"], ["--max-episodes", "2.5"],
+                  ["--port", " 80"], ["--port", "+80"], ["--port", "-0"],
                   ["--eval-timeout", "1e3"], ["--build-cache-max-bytes", "1e9"],
                   # a path longer than its field was cut short and used
                   ["--state-dir", str(tmp_path / ("d" * 700))], ["--cuda-arch", "sm_" + "9" * 40]):

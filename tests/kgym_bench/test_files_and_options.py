@@ -261,18 +261,24 @@ def test_second_baselines_on_one_file_is_refused(fake_factory, tmp_path):
 
 
 def test_baselines_holds_its_out_folder(fake_factory, tmp_path):
-    """--out holds the private server's state dir and log: a run (or another baselines) using
-    that folder is waited for, never shared (a second private server there truncated the log)."""
-    fake = fake_factory(["kb/L1/1"])
+    """--out holds the private server's state dir and log: a second process on that folder is
+    refused before it starts a server there (one truncated the other's log). With --server
+    nothing goes to --out, and no lock is taken."""
     out = tmp_path / "o"
     out.mkdir()
     with open(out / ".lock", "a") as held:  # another kgym-bench holds the folder
         fcntl.flock(held, fcntl.LOCK_EX)
+        p = subprocess.run([str(BENCH), "baselines", "--kernelbench", str(tmp_path / "kb.jsonl"),
+                            "--variant", "cpu", "--file", str(tmp_path / "b.json"), "--out",
+                            str(out)], capture_output=True, text=True, timeout=60)
+        assert p.returncode == 1, p.stderr
+        assert f"results folder {out} is in use by another kgym-bench" in p.stderr, p.stderr
+        assert not (out / "server.log").exists() and not (tmp_path / "b.json").exists()
+        fake = fake_factory(["kb/L1/1"])
         p = subprocess.run(baselines_args(fake.url, tmp_path / "b.json", out), capture_output=True,
                            text=True, timeout=60)
-    assert p.returncode == 1, p.stderr
-    assert f"results folder {out} is in use by another kgym-bench" in p.stderr, p.stderr
-    assert not fake.measurements() and not (tmp_path / "b.json").exists()
+        assert p.returncode == 0, p.stderr
+        assert fake.measurements()
 
 
 # ---- diff: a missing or partial NEW is not a pass ----------------------------------------------
@@ -356,6 +362,15 @@ def test_lost_output_is_a_failure(tmp_path):
         p = subprocess.run([str(BENCH), "--help"], stdout=full, stderr=subprocess.PIPE, text=True,
                            timeout=60)
         assert p.returncode == 1 and "cannot write to stdout" in p.stderr, p.stderr
+    # a pipe whose reader has gone: reported, not a silent death by SIGPIPE (exit 141)
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        p = subprocess.run([str(BENCH), "diff", str(old), str(old)], stdout=w,
+                           stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(w)
+    assert p.returncode == 2 and "cannot write to stdout" in p.stderr, (p.returncode, p.stderr)
 
 
 def test_out_that_is_a_file_is_said_so(tmp_path):

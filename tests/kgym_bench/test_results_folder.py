@@ -291,19 +291,23 @@ def test_a_malformed_result_line_is_evaluated_again(tmp_path):
         recs = {r["task_id"]: r for r in lines(log)}
         recs["kb/L1/1"]["level"] = "1"
         recs["kb/L1/2"]["status"] = 7
+        # kb/L1/3 is correct on line 4, then a rejected line 6 says it again: the earlier
+        # result no longer stands either (the warning says the task counts as not evaluated)
+        bad3 = dict(recs["kb/L1/3"], level=[1])
         log.write_text("\n".join([json.dumps(recs["kb/L1/1"]), "{garbage", json.dumps(recs["kb/L1/2"]),
-                                  json.dumps(recs["kb/L1/3"])]) + "\n")
+                                  json.dumps(recs["kb/L1/3"]), "", json.dumps(bad3)]) + "\n")
         rep = subprocess.run([str(BENCH), "report", str(out)], capture_output=True, text=True,
                              timeout=60)
         assert rep.returncode == 0, rep.stderr
         assert f"{log} line 1: task kb/L1/1: \"level\" is missing or not an integer" in rep.stderr
         assert f"{log} line 2: not JSON" in rep.stderr and f"{log} line 3: task kb/L1/2" in rep.stderr
+        assert f"{log} line 6: task kb/L1/3" in rep.stderr and "line 5" not in rep.stderr  # blank
         assert "PARTIAL" in (out / "report.md").read_text()
         before = len([c for c in fake.calls if c[1] == "/v1/episodes"])
         p = run(fake, sol, out)
         assert p.returncode == 0, p.stderr
-        assert "line 1: task kb/L1/1" in p.stderr and "2 to evaluate" in p.stderr, p.stderr
-        assert len([c for c in fake.calls if c[1] == "/v1/episodes"]) == before + 2
+        assert "line 1: task kb/L1/1" in p.stderr and "3 to evaluate" in p.stderr, p.stderr
+        assert len([c for c in fake.calls if c[1] == "/v1/episodes"]) == before + 3
         res = json.loads((out / "results.json").read_text())
         assert sorted(t["task_id"] for t in res["tasks"]) == ["kb/L1/1", "kb/L1/2", "kb/L1/3"]
         assert all(t["status"] == "correct" for t in res["tasks"])
