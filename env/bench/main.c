@@ -61,6 +61,7 @@ static void usage(FILE *out)
         "diff options:\n"
         "  --min-change F       smallest relative time change reported (default 0.10)\n"
         "\n"
+        "An option that does not apply to the command is refused.\n"
         "Exit status: 0 done, 1 usage or setup error, 2 infra errors (the table is not clean),\n"
         "3 interrupted (run again to resume); diff: 0, 1 or 2 as above.\n",
         out);
@@ -204,11 +205,42 @@ static int nonempty_option(const char *option, const char *what, const char *arg
     return 0;
 }
 
+/* Whether option c means anything to cmd: one that does not is refused, never dropped unsaid
+ * (`run --file B` would read as "use these baselines", `run --min-change` as a diff setting).
+ * An unknown command is left to main's own message. */
+static bool option_applies(const char *cmd, int c)
+{
+    if (c == OPT_HELP || c == 'h')
+        return true;
+    if (strcmp(cmd, "run") == 0)
+        return c != OPT_FILE && c != OPT_WARMUP_JOBS && c != OPT_MIN_CHANGE;
+    if (strcmp(cmd, "baselines") == 0)
+        return c != OPT_SOLUTIONS && c != OPT_RESTART && c != OPT_MIN_CHANGE;
+    if (strcmp(cmd, "report") == 0)
+        return c == OPT_OUT;
+    if (strcmp(cmd, "diff") == 0)
+        return c == OPT_MIN_CHANGE;
+    return true;
+}
+
+static const char *long_name(int c)
+{
+    for (const struct option *opt = LONG_OPTS; opt->name; opt++)
+        if (opt->val == c)
+            return opt->name;
+    return "?";
+}
+
 static int parse(int argc, char **argv, bench_opts *o, const char **file, double *min_change)
 {
     int c;
     optind = 2;
     while ((c = getopt_long(argc, argv, "h", LONG_OPTS, NULL)) != -1) {
+        if (c != '?' && !option_applies(argv[1], c)) {
+            fprintf(stderr, "kgym-bench: --%s does not apply to %s (see kgym-bench --help)\n",
+                    long_name(c), argv[1]);
+            return 1;
+        }
         switch (c) {
         case OPT_KB:
             if (nonempty_option("--kernelbench", "a path", optarg, &o->kernelbench) != 0)

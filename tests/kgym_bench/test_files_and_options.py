@@ -373,6 +373,26 @@ def test_lost_output_is_a_failure(tmp_path):
     assert p.returncode == 2 and "cannot write to stdout" in p.stderr, (p.returncode, p.stderr)
 
 
+@pytest.mark.parametrize("argv, option", [
+    (["run", "--solutions", "s", "--file", "b.json"], "--file"),  # run reads no baselines file
+    (["run", "--solutions", "s", "--min-change", "0.2"], "--min-change"),
+    (["run", "--solutions", "s", "--warmup-jobs", "2"], "--warmup-jobs"),
+    (["baselines", "--solutions", "s"], "--solutions"),
+    (["baselines", "--restart"], "--restart"),
+    (["diff", "a", "b", "--jobs", "3"], "--jobs"),
+    (["report", "r", "--levels", "1"], "--levels"),
+], ids=["run-file", "run-min-change", "run-warmup-jobs", "baselines-solutions",
+        "baselines-restart", "diff-jobs", "report-levels"])
+def test_an_option_that_does_not_apply_is_refused(tmp_path, argv, option):
+    """Never dropped unsaid: `run --file B` would read as "use these baselines"."""
+    p = subprocess.run([str(BENCH), *argv, "--server", NO_SERVER] if argv[0] in ("run", "baselines")
+                       else [str(BENCH), *argv], capture_output=True, text=True, timeout=60,
+                       cwd=tmp_path)
+    assert p.returncode == (2 if argv[0] == "diff" else 1), p.stderr
+    assert f"{option} does not apply to {argv[0]}" in p.stderr, p.stderr
+    assert sorted(x.name for x in tmp_path.iterdir()) == []  # nothing created
+
+
 def test_out_that_is_a_file_is_said_so(tmp_path):
     (tmp_path / "afile").write_text("mine")
     (tmp_path / "sol").mkdir()
@@ -457,8 +477,8 @@ def test_empty_path_is_refused(tmp_path, command, option):
             "--server": NO_SERVER, "--file": str(tmp_path / "b.json")}
     args[option] = ""
     argv = [str(BENCH), command]
-    for k, v in args.items():
-        if command == "run" or k != "--solutions":
+    for k, v in args.items():  # each command's own options only (others are refused)
+        if (command == "run" and k != "--file") or (command != "run" and k != "--solutions"):
             argv += [k, v]
     if option not in args:
         argv += [option, ""]
