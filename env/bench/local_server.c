@@ -44,8 +44,7 @@ static int exists(const char *p)
 
 /* The server's own reason when it exits at once: the log's trailing lines that are not JSON
  * records (its error, then perhaps a hint such as "see kgym-env serve --help"; blank lines
- * skipped), at most 3,
- * joined by "; " into at most cap-1 bytes; "" when the log cannot be read. */
+ * skipped), at most 3, joined by "; " into at most cap-1 bytes; "" when the log cannot be read. */
 static void exit_reason(const char *log_path, char *out, size_t cap)
 {
     char *text = NULL;
@@ -155,11 +154,10 @@ static int wait_for_state_dir(const char *state, char *err, size_t errcap)
         return 0; /* the server will say the path is too long */
     for (int waited = 0;; waited += 100) {
         int fd = file_lock_exclusive(lock);
-        if (fd >= 0 || fd != -EWOULDBLOCK) {
-            if (fd >= 0)
-                close(fd);
+        if (fd >= 0)
+            close(fd);
+        if (fd != -EWOULDBLOCK)
             return 0; /* free, or a problem the server will report itself */
-        }
         if (waited == 0)
             fprintf(stderr,
                     "kgym-bench: waiting for the previous private server on %s to exit (a killed "
