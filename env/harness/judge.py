@@ -460,12 +460,15 @@ class Judge:
             return self.noise[probe]
         torch = self.torch
         seed = self.noise_rng.getrandbits(63)
-        x = self.fresh_inputs(probe=probe, seed=seed)
-        noise = None
+        noise = x = None
         try:
-            y = self.reference(self.fresh_weights(seed), x)  # on a copy: x stays as drawn
+            x = self.fresh_inputs(probe=probe, seed=seed)
+            w = self.fresh_weights(seed)
+            torch.manual_seed(seed)  # both forwards from one generator state: a reference drawing
+            y = self.reference(w, x)  # random numbers draws alike (x: a copy ran, x stays as drawn)
             model64 = copy.deepcopy(self.ref_model).double()
             x = [v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in x]
+            torch.manual_seed(seed)
             with torch.no_grad():
                 y64 = flatten(torch, model64(*x))
             x = model64 = None
@@ -475,7 +478,7 @@ class Judge:
             why = "computed" if noise is not None else "float64 outputs of another shape, or not finite"
         except Exception as exc:  # noqa: BLE001 - any failure only leaves the floor out
             why = f"float64 reference failed: {type(exc).__name__}: {str(exc)[:200]}"
-        x = y = y64 = model64 = None
+        x = w = y = y64 = model64 = None
         self.release_cached_memory()
         self.noise[probe] = noise
         self.components.setdefault("reference_noise", {})["probe" if probe else "task"] = noise if noise else why
