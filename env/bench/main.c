@@ -63,7 +63,8 @@ static void usage(FILE *out)
         "\n"
         "An option that does not apply to the command is refused.\n"
         "Exit status: 0 done, 1 usage or setup error, 2 infra errors (the table is not clean),\n"
-        "3 interrupted (run again to resume); diff: 0, 1 or 2 as above.\n",
+        "3 interrupted (run again to resume; report: the folder is PARTIAL); diff: 0, 1 or 2\n"
+        "as above.\n",
         out);
 }
 

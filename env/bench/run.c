@@ -896,8 +896,12 @@ int bench_report(const char *out_dir)
     if (!meta || !json_is_array(json_object_get(meta, "selection")))
         fprintf(stderr, "kgym-bench: %s: %s (not a kgym-bench results folder?)\n", meta_path,
                 meta ? "no \"selection\" array of tasks" : jerr.text);
-    else if (finish(out_dir, meta, true, true) >= 0)
-        rc = EXIT_OK;
+    else {
+        /* a PARTIAL folder is a run not yet done: its table must not pass for a whole one in
+         * a script (report.md and the summary say PARTIAL too) */
+        int fin = finish(out_dir, meta, true, true);
+        rc = fin == FINISH_PARTIAL ? EXIT_INTERRUPTED : fin == 0 ? EXIT_OK : EXIT_SETUP;
+    }
     close(lock_fd);
     json_decref(meta);
     return rc;

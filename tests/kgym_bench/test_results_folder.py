@@ -298,7 +298,7 @@ def test_a_malformed_result_line_is_evaluated_again(tmp_path):
                                   json.dumps(recs["kb/L1/3"]), "", json.dumps(bad3)]) + "\n")
         rep = subprocess.run([str(BENCH), "report", str(out)], capture_output=True, text=True,
                              timeout=60)
-        assert rep.returncode == 0, rep.stderr
+        assert rep.returncode == 3, rep.stderr  # a PARTIAL folder: a run not yet done
         assert f"{log} line 1: task kb/L1/1: \"level\" is missing or not an integer" in rep.stderr
         assert f"{log} line 2: not JSON" in rep.stderr and f"{log} line 3: task kb/L1/2" in rep.stderr
         assert f"{log} line 6: task kb/L1/3" in rep.stderr and "line 5" not in rep.stderr  # blank
@@ -311,6 +311,9 @@ def test_a_malformed_result_line_is_evaluated_again(tmp_path):
         res = json.loads((out / "results.json").read_text())
         assert sorted(t["task_id"] for t in res["tasks"]) == ["kb/L1/1", "kb/L1/2", "kb/L1/3"]
         assert all(t["status"] == "correct" for t in res["tasks"])
+        rep = subprocess.run([str(BENCH), "report", str(out)], capture_output=True, text=True,
+                             timeout=60)
+        assert rep.returncode == 0 and "PARTIAL" not in rep.stdout, rep.stderr  # whole again
         # --server: the server's own data; --kernelbench only chose its KernelBench suite, and
         # its path (never read) is not recorded as if it had been
         meta = json.loads((out / "meta.json").read_text())
