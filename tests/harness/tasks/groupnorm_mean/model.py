@@ -4,8 +4,9 @@ With GroupNorm's own initial affine parameters (weight 1, bias 0) every group's 
 sum to 0, so the exact output is 0 for any input and the reference returns float32 rounding noise
 (~1e-8). Any other honest program returns other noise: its relative L2 error is ~1, so a judge
 holding outputs to rtol alone refuses every correct solution (torch.compile's included, as it did
-KernelBench L2/23's on an H100 and an H200). kgym's judge holds such outputs to 100 times the
-reference's own rounding error instead, measured against the same model in float64.
+KernelBench L2/23's on an H100 and an H200). kgym's judge measures the reference's own rounding
+error against the same model in float64; an output that is mostly that noise (here all of it) is
+held to 100 times it instead.
 """
 import torch
 import torch.nn as nn
