@@ -613,9 +613,10 @@ class Judge:
     def compare(self, got, want, label, probe=False):
         """Elementwise allclose plus a normalised error; returns (ok, stats). In chunks: a
         KernelBench output can hold 1.6e9 elements, and whole float64 copies of it (and of the
-        reference) would take tens of GB of the very GPU the candidate needs. The normalised
-        error may also be NOISE_MULTIPLE times the reference's own rounding error (see
-        reference_noise; probe: want is of the probe's draw), never more than allclose allows."""
+        reference) would take tens of GB of the very GPU the candidate needs. An output that is
+        mostly the reference's own rounding noise may have an L2 error of NOISE_MULTIPLE times
+        that noise instead (noise_floor; probe: want is of the probe's draw); allclose holds
+        either way."""
         torch = self.torch
         worst_abs, worst_rel, ok, why = 0.0, 0.0, True, ""
         for i, (g, w) in enumerate(zip(got, want)):
