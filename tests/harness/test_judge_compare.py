@@ -84,27 +84,7 @@ def test_diff_norm_is_the_l2_norm_over_every_output(monkeypatch):
 # for any input, computed as float32 rounding noise. Its relative L2 error against any other
 # honest program is ~1 (torch.compile's own output was refused on an H100 and an H200), so the
 # judge lets an L2 error reach NOISE_MULTIPLE times the reference's distance from its float64 twin.
-GROUPNORM_MEAN = '''
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def __init__(self, channels, groups):
-        super().__init__()
-        self.norm = nn.GroupNorm(groups, channels)
-
-    def forward(self, x):
-        return self.norm(x).mean(dim=[1, 2])
-
-
-def get_inputs():
-    return [torch.rand(16, 24, 4096)]
-
-
-def get_init_inputs():
-    return [24, 8]
-'''
+GROUPNORM_MEAN = (REPO / "tests" / "harness" / "tasks" / "groupnorm_mean" / "model.py").read_text()  # 16 x 24 x 4096, 8 groups
 
 WIDE_SOFTMAX = '''
 import torch

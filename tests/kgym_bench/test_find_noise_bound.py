@@ -8,26 +8,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
-GROUPNORM_MEAN = """
-import torch
-import torch.nn as nn
-
-class Model(nn.Module):
-    def __init__(self, channels, groups):
-        super().__init__()
-        self.norm = nn.GroupNorm(groups, channels)
-
-    def forward(self, x):
-        return self.norm(x).mean(dim=[1, 2])
-
-batch_size = 64
-
-def get_inputs():
-    return [torch.rand(batch_size, 16, 1024)]
-
-def get_init_inputs():
-    return [16, 4]
-"""
+# the harness task built on KernelBench L2/23's tail: 16 x 24 x 4096, exactly 0 for every input
+GROUPNORM_MEAN = (HERE.parent / "harness" / "tasks" / "groupnorm_mean" / "model.py").read_text()
 
 SOFTPLUS = """
 import torch
