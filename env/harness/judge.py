@@ -46,8 +46,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import scan  # noqa: E402
 
 # part of every cached baseline's key: a change to what a baseline records (7: torch.compile's
-# output held to the reference's rounding noise where that is above rtol, no longer refused)
-# must not be answered from figures cached before it
+# output on a task whose output is mostly rounding noise, KernelBench L2/23, is held to that
+# noise and no longer refused) must not be answered from figures cached before it
 HARNESS_VERSION = "kgym-judge-7"
 MSG_MAX = 1 << 20
 SPIN_S = 0.25  # Channel.receive on CUDA: how long to poll for a reply before sleeping
