@@ -28,7 +28,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HARNESS = os.path.join(HERE, "..", "..", "env", "harness")
-DEFAULT_JSONL = os.path.join(HERE, "..", "..", "..", "shared", "kernelbench", "kernelbench-l1-l3.jsonl")
+sys.path.insert(0, HERE)
+from find_cpu_tasks import DEFAULT_JSONL, load_tasks  # noqa: E402  (the same JSONL, read the same way)
 
 # What a worker runs: the judge's estimate for one reference file, as one JSON line.
 WORKER = r"""
@@ -43,12 +44,6 @@ noise = j.reference_noise()
 print(json.dumps({"noise": noise, "why": j.components["reference_noise"]["task"].get("why"),
                   "bound": judge.NOISE_BOUND}))
 """
-
-
-def load_tasks(path, levels):
-    with open(path, encoding="utf-8") as f:
-        recs = [json.loads(line) for line in f if line.strip()]
-    return [r for r in recs if r["level"] in levels]
 
 
 def shrink(code, batch):
