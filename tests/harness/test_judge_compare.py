@@ -312,3 +312,32 @@ def test_the_noise_estimate_leaves_the_evaluations_draws_alone(tmp_path):
     a.reference_noise()
     a.reference_noise(probe=True)
     assert [a.new_seed() for _ in range(5)] == [b.new_seed() for _ in range(5)]
+
+
+def test_probe_calls_are_compared_against_the_noise_of_their_own_draw():
+    """probe() and the hidden calls among the timed ones must tell compare which draw their
+    reference came from: the noise floor is estimated per kind of draw (task inputs or the
+    mixed-sign probe's), and the wrong one would hold a probe to the task's noise."""
+    events = []
+    x, want = [torch.ones(4)], [torch.ones(4)]
+
+    def draw(weights, probe=False):
+        events.append(("draw", probe))
+        return x, want
+
+    def compare(got, want, label, probe=False):
+        events.append(("compare", probe))
+        return True, {"label": label, "ok": True}
+
+    me = SimpleNamespace(torch=torch, cur_w=None, components={"checks": []}, job={"record_ops": False},
+                         inputs_and_reference=draw, compare=compare, stage=lambda ch, inputs: None,
+                         read_outputs=lambda: [want[0].clone()], track_call=lambda track, got, want: None,
+                         check_ops=lambda ops, key: None)
+    me.check_call = lambda *a, **kw: judge.Judge.check_call(me, *a, **kw)
+    ch = SimpleNamespace(call=lambda msg: {})
+    judge.Judge.probe(me, ch)
+    judge.Judge.hidden_call(me, ch, 1, audit=False, track={})
+    judge.Judge.hidden_call(me, ch, 2, audit=True, track={})
+    assert events == [("draw", True), ("compare", True),  # probe()
+                      ("draw", True), ("compare", True),  # a probe among the timed calls
+                      ("draw", False), ("compare", False)]  # an audit call: the task's draw
