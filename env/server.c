@@ -518,8 +518,11 @@ static int start_daemon(server *srv, char *err, size_t errcap)
 static void drain(server *srv)
 {
     double deadline = ep_now() + srv->cfg.drain_timeout_s;
+    /* both counts: a long request that is not a step (a baselines measurement, a batch) is
+     * waited for as well, and an operator reading "in_flight": 0 should not think it was not */
     server_log("info", "draining",
-               json_pack("{s:I}", "in_flight", (json_int_t)atomic_load(&srv->in_flight)));
+               json_pack("{s:I, s:I}", "in_flight", (json_int_t)atomic_load(&srv->in_flight),
+                         "requests_pending", (json_int_t)atomic_load(&srv->replies_pending)));
     while (atomic_load(&srv->replies_pending) > 0 && ep_now() < deadline) {
         struct timespec ts = {0, 20 * 1000 * 1000};
         nanosleep(&ts, NULL);

@@ -110,7 +110,9 @@ def test_sigterm_drains_in_flight_step(launch):
         time.sleep(0.02)
     time.sleep(0.3)
     s.signal(signal.SIGTERM)
-    assert s.wait_for_log(lambda r: r.get("event") == "draining", 3) is not None
+    drain = s.wait_for_log(lambda r: r.get("event") == "draining", 3)
+    assert drain is not None
+    assert drain["in_flight"] == 1 and drain["requests_pending"] >= 1, drain  # the slow step
 
     # While draining: health says so, new work is refused, reads still work.
     h = c.get("/v1/health")
