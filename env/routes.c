@@ -153,11 +153,13 @@ void route_task(server *srv, const api_request *req, const char *id, api_respons
     api_json(resp, 200, task_detail_json(t));
 }
 
-/* POST /v1/tasks/{id}/baselines {variant?: "gpu"|"cpu", phase?: "measure"|"warmup"}: the task's
- * eager and torch.compile times, measured once per (reference, device, torch version) and cached
- * (kgym-bench baselines); phase "warmup" only compiles, untimed, under a shared GPU lease, so a
- * later measurement holds the GPU for the timing alone. A failed measurement is 503 with the
- * judge's reason: nothing the caller sent was wrong. */
+/* POST /v1/tasks/{id}/baselines {variant?: "gpu"|"cpu", phase?: "measure"|"warmup",
+ * remeasure?: bool}: the task's eager and torch.compile times, measured once per (reference,
+ * device, torch version) and cached (kgym-bench baselines); remeasure: measured again past the
+ * cache, the new figures replacing the cached ones (an operator's call on a noisy measurement);
+ * phase "warmup" only compiles, untimed, under a shared GPU lease, so a later measurement holds
+ * the GPU for the timing alone. A failed measurement is 503 with the judge's reason: nothing the
+ * caller sent was wrong. */
 void route_task_baselines(server *srv, const api_request *req, const char *id, api_response *resp)
 {
     const task *t = task_store_find(srv->tasks, id);
@@ -186,8 +188,15 @@ void route_task_baselines(server *srv, const api_request *req, const char *id, a
     }
     bool cpu = variant && strcmp(variant, "cpu") == 0;
     bool warmup = phase && strcmp(phase, "warmup") == 0;
+    json_t *re = json_object_get(body, "remeasure");
+    bool remeasure = json_is_true(re);
     json_decref(body);
-    json_t *out = eval_baselines(&srv->eval, t, cpu, warmup);
+    if ((re && !json_is_boolean(re)) || (remeasure && warmup)) {
+        api_fail(resp, 400, "BAD_REQUEST", false, NULL,
+                 "remeasure must be true or false, and applies to phase \"measure\" only");
+        return;
+    }
+    json_t *out = eval_baselines(&srv->eval, t, cpu, warmup, remeasure);
     const char *status = json_string_value(json_object_get(out, "eval_status"));
     if (!status || strcmp(status, "ok") != 0) {
         const char *why = json_string_value(json_object_get(out, "error"));

@@ -203,7 +203,10 @@ static void *phase_worker(void *arg)
     bench_http *h = bench_http_new(p->url, p->o->task_timeout_s);
     json_t *body = json_pack("{s:s, s:s}", "variant", p->o->variant, "phase",
                              p->warmup ? "warmup" : "measure");
-    for (; h && body;) {
+    /* a noisy stored task's measurement: past the server's cache, which holds the same figures */
+    json_t *again =
+        json_pack("{s:s, s:s, s:b}", "variant", p->o->variant, "phase", "measure", "remeasure", 1);
+    for (; h && body && again;) {
         pthread_mutex_lock(&p->lock);
         size_t i = p->next;
         bool go = i < p->end && !must_stop(p);
@@ -212,8 +215,11 @@ static void *phase_worker(void *arg)
         pthread_mutex_unlock(&p->lock);
         if (!go)
             break;
-        one_task(p, h, json_array_get(p->todo, i), body);
+        const json_t *task = json_array_get(p->todo, i);
+        bool remeasure = !p->warmup && json_is_true(json_object_get(task, "remeasure"));
+        one_task(p, h, task, remeasure ? again : body);
     }
+    json_decref(again);
     json_decref(body);
     bench_http_free(h);
     return NULL;
@@ -341,27 +347,75 @@ static bool other_reference(const json_t *stored, const json_t *task)
     return had && now && strcmp(had, now) != 0;
 }
 
-/* The selected tasks the file does not hold yet, or holds for another reference (measured
- * again: the new figures replace the old ones). */
-static json_t *tasks_to_measure(const json_t *sel, const json_t *have)
+/* A stored record's larger spread (eager or compile; a missing one is ignored, NaN if both). */
+static double stored_spread(const json_t *stored)
+{
+    return fmax(bench_num(stored, "spread_eager"), bench_num(stored, "spread_compile"));
+}
+
+/* The selected tasks the file does not hold yet, holds for another reference, or (with
+ * --remeasure-above) holds with a spread above it: those two are measured again, the new
+ * figures replacing the old ones. A noisy one is marked "remeasure" (its measurement must not
+ * be answered from the server's cache); *again counts them. */
+static json_t *tasks_to_measure(const bench_opts *o, const json_t *sel, const json_t *have,
+                                size_t *again)
 {
     json_t *todo = json_array();
     size_t i;
     json_t *t;
+    *again = 0;
     json_array_foreach(sel, i, t)
     {
         const char *id = json_string_value(json_object_get(t, "task_id"));
         const json_t *stored = json_object_get(have, id);
         bool stale = stored && other_reference(stored, t);
+        bool noisy = stored && !stale && o->remeasure_above > 0 &&
+                     stored_spread(stored) > o->remeasure_above;
         if (stale)
             fprintf(stderr,
                     "kgym-bench: %s: the stored figures were measured on another reference "
                     "(code_sha256 differs); measuring again\n",
                     id);
-        if (!stored || stale)
+        if (noisy) {
+            json_object_set_new(t, "remeasure", json_true());
+            (*again)++;
+        }
+        if (!stored || stale || noisy)
             json_array_append(todo, t);
     }
     return todo;
+}
+
+/* Without --remeasure-above: says how many of the selected tasks' stored figures are noisier
+ * than NOISY_SPREAD, naming the noisiest, and how to measure them again (a baseline's median
+ * holds up against a few slow calls, but a user comparing speed-ups should know). */
+#define NOISY_SPREAD 0.1
+static void note_noisy(const bench_opts *o, const json_t *sel, const json_t *have)
+{
+    if (o->remeasure_above > 0)
+        return;
+    size_t i, n = 0;
+    const json_t *t;
+    const char *worst = NULL;
+    double worst_spread = 0;
+    json_array_foreach(sel, i, t)
+    {
+        const char *id = json_string_value(json_object_get(t, "task_id"));
+        const json_t *stored = json_object_get(have, id);
+        double sp = stored ? stored_spread(stored) : NAN;
+        if (!(sp > NOISY_SPREAD)) /* NaN: no spread stored */
+            continue;
+        n++;
+        if (sp > worst_spread) {
+            worst_spread = sp;
+            worst = id;
+        }
+    }
+    if (n > 0)
+        fprintf(stderr,
+                "kgym-bench: %zu of the selected tasks hold a spread above %.2g (the largest: "
+                "%s, %.2f); --remeasure-above %.2g measures them again\n",
+                n, NOISY_SPREAD, worst, worst_spread, NOISY_SPREAD);
 }
 
 /* Warm-ups then measurements over todo, batch by batch, and the closing lines. Returns the
@@ -466,11 +520,16 @@ int bench_baselines(const bench_opts *o, const char *out_file)
     if (sel && json_array_size(sel) == 0)
         fprintf(stderr, "kgym-bench: no task selected (check --levels / --only)\n");
     if (json_array_size(sel) > 0) {
-        json_t *todo = tasks_to_measure(sel, json_object_get(file, "tasks"));
-        fprintf(stderr, "kgym-bench: %zu tasks selected, %zu in %s already, %zu to measure\n",
-                json_array_size(sel), json_array_size(sel) - json_array_size(todo), out_file,
-                json_array_size(todo));
+        size_t again;
+        json_t *todo = tasks_to_measure(o, sel, json_object_get(file, "tasks"), &again);
+        size_t stored = json_array_size(sel) - json_array_size(todo) + again;
+        fprintf(stderr, "kgym-bench: %zu tasks selected, %zu in %s already, %zu to measure",
+                json_array_size(sel), stored, out_file, json_array_size(todo));
+        if (again)
+            fprintf(stderr, " (%zu of them again: a spread above %g)", again, o->remeasure_above);
+        fputc('\n', stderr);
         rc = measure(o, sc.url, h, todo, file, out_file);
+        note_noisy(o, sel, json_object_get(file, "tasks"));
         json_decref(todo);
     }
     json_decref(sel);

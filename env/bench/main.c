@@ -58,6 +58,9 @@ static void usage(FILE *out)
         "                       and torch version: a file measured elsewhere is refused\n"
         "  --warmup-jobs N      baselines: torch.compile warm-ups run first, untimed, N at a\n"
         "                       time under shared GPU leases (default 2 per GPU; 0: none)\n"
+        "  --remeasure-above CV baselines: also measure again the stored tasks whose eager or\n"
+        "                       compile spread (coefficient of variation) is above CV, past\n"
+        "                       the server's cache; the new figures replace the old\n"
         "diff options:\n"
         "  --min-change F       smallest relative time change reported (default 0.10)\n"
         "\n"
@@ -82,6 +85,7 @@ enum {
     OPT_VARIANT,
     OPT_JOBS,
     OPT_WARMUP_JOBS,
+    OPT_REMEASURE,
     OPT_TIMEOUT,
     OPT_RESTART,
     OPT_QUIET,
@@ -104,6 +108,7 @@ static const struct option LONG_OPTS[] = {
     {"variant", required_argument, NULL, OPT_VARIANT},
     {"jobs", required_argument, NULL, OPT_JOBS},
     {"warmup-jobs", required_argument, NULL, OPT_WARMUP_JOBS},
+    {"remeasure-above", required_argument, NULL, OPT_REMEASURE},
     {"task-timeout", required_argument, NULL, OPT_TIMEOUT},
     {"restart", no_argument, NULL, OPT_RESTART},
     {"quiet", no_argument, NULL, OPT_QUIET},
@@ -214,7 +219,7 @@ static bool option_applies(const char *cmd, int c)
     if (c == OPT_HELP || c == 'h')
         return true;
     if (strcmp(cmd, "run") == 0)
-        return c != OPT_FILE && c != OPT_WARMUP_JOBS && c != OPT_MIN_CHANGE;
+        return c != OPT_FILE && c != OPT_WARMUP_JOBS && c != OPT_REMEASURE && c != OPT_MIN_CHANGE;
     if (strcmp(cmd, "baselines") == 0)
         return c != OPT_SOLUTIONS && c != OPT_RESTART && c != OPT_MIN_CHANGE;
     if (strcmp(cmd, "report") == 0)
@@ -296,6 +301,11 @@ static int parse(int argc, char **argv, bench_opts *o, const char **file, double
         case OPT_WARMUP_JOBS:
             if (int_in_range(optarg, 0, 64, &o->warmup_jobs) != 0)
                 return bad("--warmup-jobs (0..64)", optarg);
+            break;
+        case OPT_REMEASURE:
+            if (number_in_range(optarg, 0, 100, &o->remeasure_above) != 0 ||
+                o->remeasure_above <= 0)
+                return bad("--remeasure-above (a spread above 0, e.g. 0.1)", optarg);
             break;
         case OPT_TIMEOUT:
             if (number_in_range(optarg, 1, MAX_TASK_TIMEOUT_S, &o->task_timeout_s) != 0)

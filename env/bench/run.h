@@ -29,12 +29,14 @@ typedef struct bench_opts {
     bool level_on[BENCH_MAX_LEVEL + 1];
     const char *only[BENCH_MAX_ONLY]; /* --only ID (repeatable or comma list); none = all */
     int n_only;
-    int jobs;              /* parallel evaluations (0: one per GPU, 1 on the CPU) */
-    int warmup_jobs;       /* baselines: parallel torch.compile warm-ups (-1: 4 per job; 0: none) */
-    double task_timeout_s; /* one task's whole evaluation */
-    const char *variant;   /* "gpu" (default) or "cpu" */
-    bool restart;          /* ignore an earlier results.jsonl */
-    bool quiet;            /* no progress line */
+    int jobs;        /* parallel evaluations (0: one per GPU, 1 on the CPU) */
+    int warmup_jobs; /* baselines: parallel torch.compile warm-ups (-1: 2 per GPU; 0: none) */
+    double remeasure_above; /* baselines: stored figures with a spread above it are measured
+                             * again (0: never) */
+    double task_timeout_s;  /* one task's whole evaluation */
+    const char *variant;    /* "gpu" (default) or "cpu" */
+    bool restart;           /* ignore an earlier results.jsonl */
+    bool quiet;             /* no progress line */
 } bench_opts;
 
 /* kgym-bench run. Returns the process exit status: 0 done (whatever the solutions scored),

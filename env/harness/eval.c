@@ -489,7 +489,8 @@ static void lease_release(eval_server *es, enum lease_kind kind, int slot)
         gpu_lease_release_shared(&es->gpus, slot);
 }
 
-json_t *eval_baselines(eval_server *es, const struct task *tk, bool cpu, bool warmup)
+json_t *eval_baselines(eval_server *es, const struct task *tk, bool cpu, bool warmup,
+                       bool remeasure)
 {
     double t0 = text_mono_ms();
     if (!eval_prepare(es))
@@ -532,6 +533,8 @@ json_t *eval_baselines(eval_server *es, const struct task *tk, bool cpu, bool wa
                          es->gpus.index[slot]);
                 json_object_set_new(jb, "gpu_timing_lock", json_string(lock));
             }
+            if (remeasure && !warmup)
+                json_object_set_new(jb, "remeasure", json_true());
             verdict = run_judge(es, dir, jb, slot >= 0 ? visible : NULL);
             json_decref(jb);
             lease_release(es, kind, slot);

@@ -101,7 +101,9 @@ json_t *eval_run(eval_server *es, const struct tool_env *env, const char *mode);
  * holds an exclusive GPU lease like any evaluation. warmup: instead, compile the reference once
  * with torch.compile, untimed, under a shared lease (so the measurement later finds Inductor's
  * caches warm): {eval_status, warmup: "compiled"|"cached"|"compile_failed", warmup_ms?}.
- * Never NULL. */
-json_t *eval_baselines(eval_server *es, const struct task *tk, bool cpu, bool warmup);
+ * remeasure (a measurement only): measured even when cached, the new figures replacing the
+ * cached ones. Never NULL. */
+json_t *eval_baselines(eval_server *es, const struct task *tk, bool cpu, bool warmup,
+                       bool remeasure);
 
 #endif

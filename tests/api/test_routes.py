@@ -265,7 +265,8 @@ def test_task_baselines_bad_requests(client):
     measurement itself is tested through kgym-bench, tests/kgym_bench)."""
     r = client.post("/v1/tasks/fixture/nope/baselines", {})
     assert r.status == 404 and r.error()["code"] == "TASK_NOT_FOUND"
-    for body in ({"variant": "tpu"}, {"variant": 3}, {"phase": "cook"}, {"phase": None}):
+    for body in ({"variant": "tpu"}, {"variant": 3}, {"phase": "cook"}, {"phase": None},
+                 {"remeasure": "yes"}, {"remeasure": 1}, {"phase": "warmup", "remeasure": True}):
         r = client.post("/v1/tasks/fixture/alpha/baselines", body)
         assert r.status == 400 and r.error()["code"] == "BAD_REQUEST", body
     r = client.request("POST", "/v1/tasks/fixture/alpha/baselines", b"{not json")

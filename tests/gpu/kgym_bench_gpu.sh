@@ -10,7 +10,8 @@
 # resuming from what it holds. $KGYM_DEADLINE_S: every client is interrupted (SIGINT: the tasks
 # in flight finish, the results so far are written) after that many seconds. $KGYM_PREFETCH=0:
 # no baselines pass over the solved tasks before the runs (the default measures them first);
-# $KGYM_WARMUP_JOBS: that client's --warmup-jobs (its default: 2 per GPU).
+# $KGYM_WARMUP_JOBS: that client's --warmup-jobs (its default: 2 per GPU);
+# $KGYM_REMEASURE_ABOVE=CV: its --remeasure-above (stored figures noisier than CV measured again).
 # $KGYM_RUNS=0: no runs either (with $KGYM_BASELINES: a baselines-only call that resumes);
 # $KGYM_PREFETCH_DEADLINE_S bounds that pass (default $KGYM_DEADLINE_S). $KGYM_KB_ONLY=IDS: only
 # these KernelBench tasks (e.g. kb/L1/24,kb/L1/36; default every one with a solution);
@@ -79,7 +80,9 @@ B3=
 if [ -n "${KGYM_BASELINES:-}" ]; then
     client "$BIN/kgym-bench" baselines --server "$URL" --kernelbench "$KB" \
         --levels "${KGYM_BASELINES_LEVELS:-1,2}" --file "$KGYM_BASELINES" --out "$OUT/baselines" \
-        ${KGYM_WARMUP_JOBS:+--warmup-jobs "$KGYM_WARMUP_JOBS"} --task-timeout 600 2> "$OUT/baselines.log" &
+        ${KGYM_WARMUP_JOBS:+--warmup-jobs "$KGYM_WARMUP_JOBS"} \
+        ${KGYM_REMEASURE_ABOVE:+--remeasure-above "$KGYM_REMEASURE_ABOVE"} \
+        --task-timeout 600 2> "$OUT/baselines.log" &
     B3=$!
 fi
 rc=0

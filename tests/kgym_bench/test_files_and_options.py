@@ -37,14 +37,15 @@ def built():
 class FakeServer(FakeKgym):
     """Just enough of kgym-env's API for `kgym-bench baselines --server`: /v1/health (one GPU),
     /v1/tasks, and POST /v1/tasks/{id}/baselines, which answers after `delay` seconds with fixed
-    figures measured on `device` with `torch`. Every request is logged: (method, path, phase)."""
+    figures measured on `device` with `torch`. Every request is logged: (method, path, phase),
+    and the measurements asked to go past the server's cache in `remeasured` (task paths)."""
 
     protocol_version = "HTTP/1.0"  # one connection per request, as http.server does by default
 
     def __init__(self, tasks, device=FAKE_DEVICE, torch=FAKE_TORCH, delay=0.0, digests=None):
         self.tasks, self.device, self.torch, self.delay = tasks, device, torch, delay
         self.digests = digests or {}  # task id -> the listing's extra fields (code_sha256, ...)
-        self.requests, self.lock = [], threading.Lock()
+        self.requests, self.remeasured, self.lock = [], [], threading.Lock()
         super().__init__()
 
     def route(self, method, path, body, size):
@@ -56,6 +57,9 @@ class FakeServer(FakeKgym):
                                     **self.digests.get(t, {})} for t in self.tasks]}
         body = json.loads(body)
         self.log("POST", path, body.get("phase"))
+        if body.get("remeasure") is True:
+            with self.lock:
+                self.remeasured.append(path)
         time.sleep(self.delay)
         if body.get("phase") == "warmup":
             return 200, {"warmup": "compiled", "warmup_ms": 1.0, "device_name": self.device,
@@ -159,6 +163,33 @@ def test_figures_of_another_reference_are_measured_again(fake_factory, tmp_path)
     assert after["kb/L1/2"]["code_sha256"] == "c" * 64 and after["kb/L1/2"]["t_eager_ms"] == 1.0
     assert after["kb/L1/1"] == doc["tasks"]["kb/L1/1"]  # same reference: kept as it was
     assert after["kb/L1/3"] == doc["tasks"]["kb/L1/3"]  # stored without a digest: kept
+
+
+def test_noisy_figures_are_named_and_measured_again_on_request(fake_factory, tmp_path):
+    """A stored figure whose spread is above 0.1 is named at the end (with how to measure it
+    again); --remeasure-above CV measures those above CV again, past the server's cache, and
+    keeps every other figure as it was."""
+    doc = baselines_doc(["kb/L1/1", "kb/L1/2", "kb/L1/3"])
+    doc["tasks"]["kb/L1/1"]["spread_eager"] = 0.3
+    doc["tasks"]["kb/L1/2"]["spread_compile"] = 0.2
+    doc["tasks"]["kb/L1/3"]["spread_compile"] = None  # no compile figure: the eager spread counts
+    f = tmp_path / "b.json"
+    f.write_text(json.dumps(doc))
+    fake = fake_factory(["kb/L1/1", "kb/L1/2", "kb/L1/3"])
+    p = run_baselines(fake.url, f, tmp_path / "o")
+    assert p.returncode == 0 and fake.measurements() == [], p.stderr
+    assert ("2 of the selected tasks hold a spread above 0.1 (the largest: kb/L1/1, 0.30); "
+            "--remeasure-above 0.1 measures them again") in p.stderr, p.stderr
+    assert json.loads(f.read_text()) == doc
+    p = run_baselines(fake.url, f, tmp_path / "o", "--remeasure-above", "0.25", "--warmup-jobs", "1")
+    assert p.returncode == 0, p.stderr
+    assert "1 to measure (1 of them again: a spread above 0.25)" in p.stderr, p.stderr
+    assert [r[1] for r in fake.measurements()] == ["/v1/tasks/kb/L1/1/baselines"], fake.requests
+    assert fake.remeasured == ["/v1/tasks/kb/L1/1/baselines"]  # the measurement, not the warm-up
+    after = json.loads(f.read_text())["tasks"]
+    assert after["kb/L1/1"]["spread_eager"] == 0.01 and after["kb/L1/1"]["t_eager_ms"] == 1.0
+    assert after["kb/L1/2"] == doc["tasks"]["kb/L1/2"] and after["kb/L1/3"] == doc["tasks"]["kb/L1/3"]
+    assert "hold a spread above" not in p.stderr  # asked for already
 
 
 def test_cpu_variant_records_the_cpu_reference_digest(fake_factory, tmp_path):
@@ -377,11 +408,12 @@ def test_lost_output_is_a_failure(tmp_path):
     (["run", "--solutions", "s", "--file", "b.json"], "--file"),  # run reads no baselines file
     (["run", "--solutions", "s", "--min-change", "0.2"], "--min-change"),
     (["run", "--solutions", "s", "--warmup-jobs", "2"], "--warmup-jobs"),
+    (["run", "--solutions", "s", "--remeasure-above", "0.1"], "--remeasure-above"),
     (["baselines", "--solutions", "s"], "--solutions"),
     (["baselines", "--restart"], "--restart"),
     (["diff", "a", "b", "--jobs", "3"], "--jobs"),
     (["report", "r", "--levels", "1"], "--levels"),
-], ids=["run-file", "run-min-change", "run-warmup-jobs", "baselines-solutions",
+], ids=["run-file", "run-min-change", "run-warmup-jobs", "run-remeasure", "baselines-solutions",
         "baselines-restart", "diff-jobs", "report-levels"])
 def test_an_option_that_does_not_apply_is_refused(tmp_path, argv, option):
     """Never dropped unsaid: `run --file B` would read as "use these baselines"."""
@@ -548,8 +580,12 @@ def test_a_server_that_exits_at_once_says_why(tmp_path):
     (["baselines", "--only", ",,"], "bad --only (no task id"),
     (["baselines", "--jobs", "4294967297"], "bad --jobs (1..64)"),
     (["baselines", "--warmup-jobs", "-4294967296"], "bad --warmup-jobs (0..64)"),
+    (["baselines", "--remeasure-above", "0"], "bad --remeasure-above"),
+    (["baselines", "--remeasure-above", "nan"], "bad --remeasure-above"),
+    (["baselines", "--remeasure-above", "0.1x"], "bad --remeasure-above"),
     (["report", ""], "report needs a results folder"),
-], ids=["only-empty", "only-commas", "jobs-wraps", "warmup-jobs-wraps", "report"])
+], ids=["only-empty", "only-commas", "jobs-wraps", "warmup-jobs-wraps", "remeasure-zero",
+        "remeasure-nan", "remeasure-junk", "report"])
 def test_other_bad_options_are_refused(tmp_path, argv, msg):
     p = subprocess.run([str(BENCH), *argv, "--server", NO_SERVER, "--file",
                         str(tmp_path / "b.json"), "--out", str(tmp_path / "o")]

@@ -353,6 +353,19 @@ def test_baselines_are_stored_and_resumed(kb, tmp_path):
     again = subprocess.run(args, capture_output=True, text=True, timeout=600, env=env())
     assert again.returncode == 0 and "0 measured" in again.stderr, again.stderr
     assert "[warm-up" not in again.stderr  # nothing left to measure, nothing to warm
+    # a noisy stored figure is measured again on request, past the server's cache (which
+    # holds the same figures and would otherwise answer)
+    before = data["tasks"]["kb/L2/6"]
+    data["tasks"]["kb/L1/12"]["spread_eager"] = 0.9
+    f.write_text(json.dumps(data))
+    noisy = subprocess.run(args + ["--remeasure-above", "0.5"], capture_output=True, text=True,
+                           timeout=600, env=env())
+    assert noisy.returncode == 0, noisy.stderr
+    assert "1 to measure (1 of them again: a spread above 0.5)" in noisy.stderr, noisy.stderr
+    assert "1 measured, 0 failed" in noisy.stderr, noisy.stderr
+    after = json.loads(f.read_text())["tasks"]
+    assert after["kb/L1/12"]["cached"] is False and after["kb/L1/12"]["spread_eager"] != 0.9, after
+    assert after["kb/L2/6"] == before  # not noisy: untouched
 
 
 @pytest.mark.parametrize("argv, msg", [
