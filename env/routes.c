@@ -189,9 +189,9 @@ void route_task_baselines(server *srv, const api_request *req, const char *id, a
     bool cpu = variant && strcmp(variant, "cpu") == 0;
     bool warmup = phase && strcmp(phase, "warmup") == 0;
     json_t *re = json_object_get(body, "remeasure");
-    bool remeasure = json_is_true(re);
-    json_decref(body);
-    if ((re && !json_is_boolean(re)) || (remeasure && warmup)) {
+    bool remeasure = json_is_true(re), bad_remeasure = re && !json_is_boolean(re);
+    json_decref(body); /* re is not read after this: a string or number went with body */
+    if (bad_remeasure || (remeasure && warmup)) {
         api_fail(resp, 400, "BAD_REQUEST", false, NULL,
                  "remeasure must be true or false, and applies to phase \"measure\" only");
         return;

@@ -107,8 +107,10 @@ static bool keep_measurement(phase *p, const json_t *task, const json_t *reply)
         return false;
     }
     json_t *have = json_object_get(p->file, "tasks");
-    json_object_set_new(have, json_string_value(json_object_get(task, "task_id")),
-                        measurement_record(task, reply));
+    json_t *rec = measurement_record(task, reply);
+    if (json_is_true(json_object_get(task, "remeasure")))
+        json_object_set_new(rec, "remeasured", json_true()); /* once: see tasks_to_measure */
+    json_object_set_new(have, json_string_value(json_object_get(task, "task_id")), rec);
     for (size_t k = 0; k < sizeof SETUP_KEYS / sizeof SETUP_KEYS[0]; k++)
         if (json_object_get(reply, SETUP_KEYS[k]))
             json_object_set(p->file, SETUP_KEYS[k], json_object_get(reply, SETUP_KEYS[k]));
@@ -121,6 +123,23 @@ static bool keep_measurement(phase *p, const json_t *task, const json_t *reply)
         atomic_store(p->stop_rc, EXIT_INFRA);
         return false;
     }
+    return true;
+}
+
+/* Under the lock: whether a measurement taken again (--remeasure-above) lacks the compile figure
+ * the stored record has (torch.compile timed out or failed this time; the server keeps its
+ * cached figures then): the stored record is kept, whole, rather than half replaced. Says so. */
+static bool lost_compile_figure(const phase *p, const json_t *task, const json_t *reply)
+{
+    const char *id = json_string_value(json_object_get(task, "task_id"));
+    const json_t *stored = json_object_get(json_object_get(p->file, "tasks"), id);
+    if (!json_is_true(json_object_get(task, "remeasure")) ||
+        !isfinite(bench_num(stored, "t_compile_ms")) || isfinite(bench_num(reply, "t_compile_ms")))
+        return false;
+    fprintf(stderr,
+            "kgym-bench: %s: measured again, but torch.compile gave no figure this time (%.300s); "
+            "the stored figures are kept\n",
+            id, string_or(json_object_get(reply, "compile_unavailable"), "no reason given"));
     return true;
 }
 
@@ -174,12 +193,16 @@ static void one_task(phase *p, bench_http *h, const json_t *task, const json_t *
         json_decref(reply);
         return;
     }
-    if (ok && !p->warmup && !keep_measurement(p, task, reply)) {
+    bool kept_old = ok && !p->warmup && lost_compile_figure(p, task, reply);
+    if (ok && !p->warmup && !kept_old && !keep_measurement(p, task, reply)) {
         pthread_mutex_unlock(&p->lock); /* not kept: said why, and the command stops */
         json_decref(reply);
         return;
     }
-    if (ok) {
+    if (kept_old) {
+        p->failed++;
+        ok = false;
+    } else if (ok) {
         p->done++;
         if (p->warmup && bench_warmup_out_of_memory(reply)) {
             p->out_of_memory++;
@@ -353,8 +376,16 @@ static double stored_spread(const json_t *stored)
     return fmax(bench_num(stored, "spread_eager"), bench_num(stored, "spread_compile"));
 }
 
+/* Whether a stored record is noisier than limit and was not measured again already: a task
+ * whose noise is its own would otherwise be measured on every run, resumes included. */
+static bool noisy_record(const json_t *stored, double limit)
+{
+    return stored && stored_spread(stored) > limit &&
+           !json_is_true(json_object_get(stored, "remeasured"));
+}
+
 /* The selected tasks the file does not hold yet, holds for another reference, or (with
- * --remeasure-above) holds with a spread above it: those two are measured again, the new
+ * --remeasure-above) holds with a spread above it, once: those two are measured again, the new
  * figures replacing the old ones. A noisy one is marked "remeasure" (its measurement must not
  * be answered from the server's cache); *again counts them. */
 static json_t *tasks_to_measure(const bench_opts *o, const json_t *sel, const json_t *have,
@@ -369,8 +400,7 @@ static json_t *tasks_to_measure(const bench_opts *o, const json_t *sel, const js
         const char *id = json_string_value(json_object_get(t, "task_id"));
         const json_t *stored = json_object_get(have, id);
         bool stale = stored && other_reference(stored, t);
-        bool noisy = stored && !stale && o->remeasure_above > 0 &&
-                     stored_spread(stored) > o->remeasure_above;
+        bool noisy = !stale && o->remeasure_above > 0 && noisy_record(stored, o->remeasure_above);
         if (stale)
             fprintf(stderr,
                     "kgym-bench: %s: the stored figures were measured on another reference "
@@ -386,14 +416,12 @@ static json_t *tasks_to_measure(const bench_opts *o, const json_t *sel, const js
     return todo;
 }
 
-/* Without --remeasure-above: says how many of the selected tasks' stored figures are noisier
- * than NOISY_SPREAD, naming the noisiest, and how to measure them again (a baseline's median
+/* Says how many of the selected tasks' stored figures are noisier than NOISY_SPREAD and were not
+ * measured again yet, naming the noisiest, and how to measure them again (a baseline's median
  * holds up against a few slow calls, but a user comparing speed-ups should know). */
 #define NOISY_SPREAD 0.1
-static void note_noisy(const bench_opts *o, const json_t *sel, const json_t *have)
+static void note_noisy(const json_t *sel, const json_t *have)
 {
-    if (o->remeasure_above > 0)
-        return;
     size_t i, n = 0;
     const json_t *t;
     const char *worst = NULL;
@@ -402,9 +430,9 @@ static void note_noisy(const bench_opts *o, const json_t *sel, const json_t *hav
     {
         const char *id = json_string_value(json_object_get(t, "task_id"));
         const json_t *stored = json_object_get(have, id);
-        double sp = stored ? stored_spread(stored) : NAN;
-        if (!(sp > NOISY_SPREAD)) /* NaN: no spread stored */
+        if (!noisy_record(stored, NOISY_SPREAD))
             continue;
+        double sp = stored_spread(stored);
         n++;
         if (sp > worst_spread) {
             worst_spread = sp;
@@ -522,14 +550,14 @@ int bench_baselines(const bench_opts *o, const char *out_file)
     if (json_array_size(sel) > 0) {
         size_t again;
         json_t *todo = tasks_to_measure(o, sel, json_object_get(file, "tasks"), &again);
-        size_t stored = json_array_size(sel) - json_array_size(todo) + again;
         fprintf(stderr, "kgym-bench: %zu tasks selected, %zu in %s already, %zu to measure",
-                json_array_size(sel), stored, out_file, json_array_size(todo));
+                json_array_size(sel), json_array_size(sel) - json_array_size(todo), out_file,
+                json_array_size(todo));
         if (again)
             fprintf(stderr, " (%zu of them again: a spread above %g)", again, o->remeasure_above);
         fputc('\n', stderr);
         rc = measure(o, sc.url, h, todo, file, out_file);
-        note_noisy(o, sel, json_object_get(file, "tasks"));
+        note_noisy(sel, json_object_get(file, "tasks"));
         json_decref(todo);
     }
     json_decref(sel);

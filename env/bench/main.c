@@ -61,6 +61,7 @@ static void usage(FILE *out)
         "  --remeasure-above CV baselines: also measure again the stored tasks whose eager or\n"
         "                       compile spread (coefficient of variation) is above CV, past\n"
         "                       the server's cache; the new figures replace the old\n"
+        "                       (once per record: it is marked \"remeasured\")\n"
         "diff options:\n"
         "  --min-change F       smallest relative time change reported (default 0.10)\n"
         "\n"

@@ -42,8 +42,10 @@ class FakeServer(FakeKgym):
 
     protocol_version = "HTTP/1.0"  # one connection per request, as http.server does by default
 
-    def __init__(self, tasks, device=FAKE_DEVICE, torch=FAKE_TORCH, delay=0.0, digests=None):
+    def __init__(self, tasks, device=FAKE_DEVICE, torch=FAKE_TORCH, delay=0.0, digests=None,
+                 no_compile=False):
         self.tasks, self.device, self.torch, self.delay = tasks, device, torch, delay
+        self.no_compile = no_compile  # measurements without a compile figure (it timed out)
         self.digests = digests or {}  # task id -> the listing's extra fields (code_sha256, ...)
         self.requests, self.remeasured, self.lock = [], [], threading.Lock()
         super().__init__()
@@ -63,6 +65,11 @@ class FakeServer(FakeKgym):
         time.sleep(self.delay)
         if body.get("phase") == "warmup":
             return 200, {"warmup": "compiled", "warmup_ms": 1.0, "device_name": self.device,
+                         "torch_version": self.torch}
+        if self.no_compile:
+            return 200, {"t_eager_ms": 1.0, "t_compile_ms": None, "spread_eager": 0.01,
+                         "spread_compile": None, "compile_unavailable": "torch.compile timed out",
+                         "eval_ms": 5.0, "lease_wait_ms": 0.0, "device_name": self.device,
                          "torch_version": self.torch}
         return 200, {"t_eager_ms": 1.0, "t_compile_ms": 2.0, "spread_eager": 0.01,
                      "spread_compile": 0.01, "eval_ms": 5.0, "lease_wait_ms": 0.0,
@@ -167,15 +174,16 @@ def test_figures_of_another_reference_are_measured_again(fake_factory, tmp_path)
 
 def test_noisy_figures_are_named_and_measured_again_on_request(fake_factory, tmp_path):
     """A stored figure whose spread is above 0.1 is named at the end (with how to measure it
-    again); --remeasure-above CV measures those above CV again, past the server's cache, and
-    keeps every other figure as it was."""
-    doc = baselines_doc(["kb/L1/1", "kb/L1/2", "kb/L1/3"])
+    again); --remeasure-above CV measures those above CV again, past the server's cache, once
+    each (a task whose noise is its own would be measured on every run), and keeps every other
+    figure as it was."""
+    doc = baselines_doc(["kb/L1/1", "kb/L1/2", "kb/L1/3", "kb/L1/4"])
     doc["tasks"]["kb/L1/1"]["spread_eager"] = 0.3
-    doc["tasks"]["kb/L1/2"]["spread_compile"] = 0.2
-    doc["tasks"]["kb/L1/3"]["spread_compile"] = None  # no compile figure: the eager spread counts
+    doc["tasks"]["kb/L1/2"].update(spread_eager=None, spread_compile=0.2)  # no eager spread
+    doc["tasks"]["kb/L1/3"].update(spread_eager=0.5, spread_compile=None, remeasured=True)
     f = tmp_path / "b.json"
     f.write_text(json.dumps(doc))
-    fake = fake_factory(["kb/L1/1", "kb/L1/2", "kb/L1/3"])
+    fake = fake_factory(["kb/L1/1", "kb/L1/2", "kb/L1/3", "kb/L1/4"])
     p = run_baselines(fake.url, f, tmp_path / "o")
     assert p.returncode == 0 and fake.measurements() == [], p.stderr
     assert ("2 of the selected tasks hold a spread above 0.1 (the largest: kb/L1/1, 0.30); "
@@ -183,13 +191,32 @@ def test_noisy_figures_are_named_and_measured_again_on_request(fake_factory, tmp
     assert json.loads(f.read_text()) == doc
     p = run_baselines(fake.url, f, tmp_path / "o", "--remeasure-above", "0.25", "--warmup-jobs", "1")
     assert p.returncode == 0, p.stderr
-    assert "1 to measure (1 of them again: a spread above 0.25)" in p.stderr, p.stderr
+    assert "3 in " in p.stderr and "1 to measure (1 of them again: a spread above 0.25)" in p.stderr
     assert [r[1] for r in fake.measurements()] == ["/v1/tasks/kb/L1/1/baselines"], fake.requests
     assert fake.remeasured == ["/v1/tasks/kb/L1/1/baselines"]  # the measurement, not the warm-up
     after = json.loads(f.read_text())["tasks"]
     assert after["kb/L1/1"]["spread_eager"] == 0.01 and after["kb/L1/1"]["t_eager_ms"] == 1.0
-    assert after["kb/L1/2"] == doc["tasks"]["kb/L1/2"] and after["kb/L1/3"] == doc["tasks"]["kb/L1/3"]
-    assert "hold a spread above" not in p.stderr  # asked for already
+    assert after["kb/L1/1"]["remeasured"] is True
+    for t in ("kb/L1/2", "kb/L1/3", "kb/L1/4"):
+        assert after[t] == doc["tasks"][t], t
+    assert "1 of the selected tasks hold a spread above 0.1 (the largest: kb/L1/2, 0.20)" in p.stderr
+
+
+def test_a_remeasure_without_a_compile_figure_keeps_the_stored_one(fake_factory, tmp_path):
+    """torch.compile timed out on the second try: the server keeps its cached figures, and so
+    does the file, whole (a record with the new eager figure and no compile one would disagree
+    with the server's cache, and never be picked again)."""
+    doc = baselines_doc(["kb/L1/1"])
+    doc["tasks"]["kb/L1/1"]["spread_eager"] = 0.3
+    f = tmp_path / "b.json"
+    f.write_text(json.dumps(doc))
+    fake = fake_factory(["kb/L1/1"], no_compile=True)
+    p = run_baselines(fake.url, f, tmp_path / "o", "--remeasure-above", "0.1")
+    assert p.returncode == 2, p.stderr  # a failed measurement: not a clean run
+    assert ("kb/L1/1: measured again, but torch.compile gave no figure this time (torch.compile "
+            "timed out); the stored figures are kept") in p.stderr, p.stderr
+    assert fake.remeasured == ["/v1/tasks/kb/L1/1/baselines"]
+    assert json.loads(f.read_text()) == doc
 
 
 def test_cpu_variant_records_the_cpu_reference_digest(fake_factory, tmp_path):

@@ -366,6 +366,12 @@ def test_baselines_are_stored_and_resumed(kb, tmp_path):
     after = json.loads(f.read_text())["tasks"]
     assert after["kb/L1/12"]["cached"] is False and after["kb/L1/12"]["spread_eager"] != 0.9, after
     assert after["kb/L2/6"] == before  # not noisy: untouched
+    # and the server's cache holds the new figures, which later Profiles read
+    cached = [json.loads(c.read_text()) for c in (tmp_path / "cache").glob("**/baselines/*.json")]
+    eager = sorted(c["t_eager_ms"] for c in cached)
+    # (the file keeps 8 significant digits)
+    want = sorted([after["kb/L1/12"]["t_eager_ms"], before["t_eager_ms"]])
+    assert eager == pytest.approx(want, rel=1e-6), (eager, after)
 
 
 @pytest.mark.parametrize("argv, msg", [
