@@ -46,6 +46,10 @@ print(json.dumps({"noise": noise, "why": j.components["reference_noise"]["task"]
 """
 
 
+def task_id(rec):
+    return f"kb/L{rec['level']}/{rec['problem_id']}"
+
+
 def shrink(code, batch):
     """The task's code with its batch size set to batch (when it has one such line)."""
     return re.sub(r"^batch_size\s*=\s*\d+\s*$", f"batch_size = {batch}", code, count=1, flags=re.M)
@@ -100,8 +104,8 @@ def main(argv):
     tasks = load_tasks(args.jsonl, args.levels)
     only = {x for x in args.only.split(",") if x}
     if only:
-        tasks = [r for r in tasks if f"kb/L{r['level']}/{r['problem_id']}" in only]
-        missing = only - {f"kb/L{r['level']}/{r['problem_id']}" for r in tasks}
+        tasks = [r for r in tasks if task_id(r) in only]
+        missing = only - {task_id(r) for r in tasks}
         if missing:
             print(f"find_noise_bound.py: not among the tasks of --levels: {', '.join(sorted(missing))}",
                   file=sys.stderr)
@@ -111,7 +115,7 @@ def main(argv):
         futures = [(rec, pool.submit(estimate, rec, args, tmp)) for rec in tasks]
         for n, (rec, fut) in enumerate(futures, 1):
             r = fut.result()
-            tid = f"kb/L{rec['level']}/{rec['problem_id']}"
+            tid = task_id(rec)
             results[tid] = r
             noise = r.get("noise")
             if noise:
